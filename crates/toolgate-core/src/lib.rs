@@ -1,0 +1,32 @@
+//! The types every toolgate crate speaks.
+//!
+//! A tool is a [`ToolSpec`] (name, schema, [`EffectClass`], [`Idempotency`],
+//! group) plus a [`ToolHandler`] that runs calls. The [`Registry`] holds the
+//! tools a runtime knows, in an active and a deferred pool, and refuses specs
+//! that are malformed. [`InputValidator`] checks arguments against a tool's
+//! schema before anything runs. [`ToolEvent`]s describe what the pipeline did.
+//!
+//! This crate does no I/O and makes no decisions: policy lives in
+//! `toolgate-policy`, the call pipeline in its `Executor`.
+
+mod decision;
+mod effect;
+mod event;
+mod preset;
+mod registry;
+mod spec;
+mod tool;
+mod validate;
+
+pub use decision::Decision;
+pub use effect::{EffectClass, Idempotency, ParseEnumError};
+pub use event::{EventSink, ToolEvent, ToolEventKind};
+pub use preset::{BUILTIN_TOOLS, ToolPreset};
+pub use registry::{RegisteredTool, Registry, ToolListing, ToolRegistrationError};
+pub use spec::{DynamicToolSpec, SchemaMode, ToolOrigin, ToolSpec};
+pub use tool::{
+    CallContext, Content, Tool, ToolError, ToolHandler, ToolOutput, Typed, TypedTool,
+};
+pub use validate::{InputMode, InputValidator, InvalidInput};
+
+pub use async_trait::async_trait;

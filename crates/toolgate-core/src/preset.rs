@@ -1,0 +1,131 @@
+//! Named selections of built-in tools.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Every built-in tool, by name.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "apply_patch",
+    "grep",
+    "find",
+    "ls",
+    "bash",
+    "process_start",
+    "process_list",
+    "process_read",
+    "process_write",
+    "process_kill",
+    "memory_append",
+    "memory_replace",
+    "memory_search",
+    "memory_read",
+    "neuron_status",
+    "neuron_disk",
+    "neuron_memory",
+    "neuron_packages",
+    "neuron_env",
+    "snapshot",
+    "elevated",
+];
+
+/// A named selection of built-in tools. Tools of external MCP servers are not
+/// selected by presets (their names are not known in advance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolPreset {
+    /// read, write, edit, bash.
+    Coding,
+    /// read, grep, find, ls.
+    Readonly,
+    /// read, bash.
+    Minimal,
+    /// Every built-in except `elevated`.
+    Admin,
+}
+
+impl ToolPreset {
+    /// Every preset.
+    pub const ALL: [ToolPreset; 4] = [
+        ToolPreset::Coding,
+        ToolPreset::Readonly,
+        ToolPreset::Minimal,
+        ToolPreset::Admin,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolPreset::Coding => "coding",
+            ToolPreset::Readonly => "readonly",
+            ToolPreset::Minimal => "minimal",
+            ToolPreset::Admin => "admin",
+        }
+    }
+
+    /// The tool names in the preset.
+    pub fn tools(self) -> Vec<&'static str> {
+        match self {
+            ToolPreset::Coding => vec!["read", "write", "edit", "bash"],
+            ToolPreset::Readonly => vec!["read", "grep", "find", "ls"],
+            ToolPreset::Minimal => vec!["read", "bash"],
+            // `elevated` runs on the host outside the sandbox: never by preset.
+            ToolPreset::Admin => BUILTIN_TOOLS
+                .iter()
+                .copied()
+                .filter(|n| *n != "elevated")
+                .collect(),
+        }
+    }
+
+    /// Whether the preset selects the tool `name`.
+    pub fn contains(self, name: &str) -> bool {
+        self.tools().contains(&name)
+    }
+}
+
+impl fmt::Display for ToolPreset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ToolPreset {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ToolPreset::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown tool preset `{s}`, expected one of: coding, readonly, minimal, admin")
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn presets_select_their_tools() {
+        assert_eq!(ToolPreset::Coding.tools(), ["read", "write", "edit", "bash"]);
+        assert_eq!(ToolPreset::Readonly.tools(), ["read", "grep", "find", "ls"]);
+        assert_eq!(ToolPreset::Minimal.tools(), ["read", "bash"]);
+        let admin = ToolPreset::Admin.tools();
+        assert_eq!(admin.len(), BUILTIN_TOOLS.len() - 1);
+        assert!(!ToolPreset::Admin.contains("elevated"));
+        assert!(ToolPreset::Admin.contains("process_write"));
+        for preset in ToolPreset::ALL {
+            assert!(preset.tools().iter().all(|t| BUILTIN_TOOLS.contains(t)));
+            assert!(!preset.contains("elevated"), "{preset} selects elevated");
+            assert_eq!(preset.as_str().parse::<ToolPreset>(), Ok(preset));
+        }
+        assert!("everything".parse::<ToolPreset>().is_err());
+    }
+}

@@ -1,0 +1,319 @@
+//! Checking a call's arguments against its tool's JSON Schema before it runs.
+//!
+//! Models often send `"5"` where a schema says integer, or `null` for an
+//! optional field they mean to leave out. By default the validator repairs
+//! exactly those cases: a string holding a scalar of the declared type becomes
+//! that scalar, a string holding a JSON array or object where one is declared
+//! becomes it, and `null` on a field that is not required is dropped. Nothing
+//! else is repaired, and the result is then validated in full. Strict mode
+//! drops optional nulls but refuses every coercion.
+//!
+//! Because coercion only ever turns a string into a value of a declared type
+//! and the full schema is checked afterwards, an integer field can never carry
+//! `"1; rm -rf /"` to a tool.
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use serde_json::{Map, Value};
+
+/// How lenient validation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputMode {
+    /// Repair stringified scalars and optional nulls, then validate.
+    #[default]
+    Coerce,
+    /// Drop optional nulls, refuse every coercion.
+    Strict,
+}
+
+/// Arguments that do not fit the schema.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid arguments{}: {message}", location(pointer))]
+pub struct InvalidInput {
+    /// JSON pointer of the offending value (`""` for the whole object).
+    pub pointer: String,
+    /// What was expected.
+    pub message: String,
+}
+
+fn location(pointer: &str) -> String {
+    if pointer.is_empty() {
+        String::new()
+    } else {
+        format!(" at {pointer}")
+    }
+}
+
+/// A compiled schema, built once per tool at registration.
+pub struct InputValidator {
+    schema: Value,
+    compiled: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for InputValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputValidator")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How deep `$ref` chains and nesting are followed while repairing; deeper
+/// values are still validated, just not coerced.
+const MAX_DEPTH: usize = 64;
+
+impl InputValidator {
+    /// Compiles `schema`. Remote `$ref`s are not fetched.
+    pub fn new(schema: &Value) -> Result<Self, String> {
+        let compiled = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+        Ok(InputValidator {
+            schema: schema.clone(),
+            compiled,
+        })
+    }
+
+    /// The schema this validator checks.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Validates `args`, returning them repaired as `mode` allows.
+    ///
+    /// A missing arguments object (`null`) is taken as `{}`.
+    pub fn check(&self, args: Value, mode: InputMode) -> Result<Value, InvalidInput> {
+        let mut args = if args.is_null() {
+            Value::Object(Map::new())
+        } else {
+            args
+        };
+        let mut pointer = String::new();
+        self.repair(&mut args, &self.schema, &mut pointer, mode, 0)?;
+        self.compiled.validate(&args).map_err(|e| InvalidInput {
+            pointer: e.instance_path().as_str().to_owned(),
+            message: describe(e.kind()),
+        })?;
+        Ok(args)
+    }
+
+    fn resolve<'s>(&'s self, mut schema: &'s Value) -> &'s Value {
+        for _ in 0..MAX_DEPTH {
+            match schema.get("$ref").and_then(Value::as_str) {
+                Some(reference) if reference.starts_with('#') => {
+                    match self.schema.pointer(&reference[1..]) {
+                        Some(target) => schema = target,
+                        None => return schema,
+                    }
+                }
+                _ => return schema,
+            }
+        }
+        schema
+    }
+
+    /// The types a schema admits, looking through `anyOf` / `oneOf`; `None`
+    /// when any branch admits every type.
+    fn declared_types<'s>(&'s self, schema: &'s Value, depth: usize) -> Option<Vec<&'s str>> {
+        let schema = self.resolve(schema);
+        match schema.get("type") {
+            Some(Value::String(t)) => return Some(vec![t.as_str()]),
+            Some(Value::Array(ts)) => return Some(ts.iter().filter_map(Value::as_str).collect()),
+            _ => {}
+        }
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        let branches = schema
+            .get("anyOf")
+            .or_else(|| schema.get("oneOf"))
+            .and_then(Value::as_array)?;
+        let mut types = Vec::new();
+        for branch in branches {
+            for t in self.declared_types(branch, depth + 1)? {
+                if !types.contains(&t) {
+                    types.push(t);
+                }
+            }
+        }
+        Some(types)
+    }
+
+    /// The branch of an `anyOf` / `oneOf` whose declared type fits `value`,
+    /// or the schema itself.
+    fn branch_for<'s>(&'s self, schema: &'s Value, value: &Value, depth: usize) -> &'s Value {
+        let schema = self.resolve(schema);
+        let Some(branches) = schema
+            .get("anyOf")
+            .or_else(|| schema.get("oneOf"))
+            .and_then(Value::as_array)
+        else {
+            return schema;
+        };
+        if depth >= MAX_DEPTH {
+            return schema;
+        }
+        branches
+            .iter()
+            .find(|b| {
+                self.declared_types(b, depth + 1)
+                    .is_some_and(|ts| ts.iter().any(|t| fits(value, t)))
+            })
+            .map(|b| self.branch_for(b, value, depth + 1))
+            .unwrap_or(schema)
+    }
+
+    fn repair(
+        &self,
+        value: &mut Value,
+        schema: &Value,
+        pointer: &mut String,
+        mode: InputMode,
+        depth: usize,
+    ) -> Result<(), InvalidInput> {
+        if depth >= MAX_DEPTH {
+            return Ok(());
+        }
+        if let Some(types) = self.declared_types(schema, depth) {
+            if !types.iter().any(|t| fits(value, t)) {
+                let coerced = match (mode, &*value) {
+                    (InputMode::Coerce, Value::String(s)) => coerce(s, &types),
+                    _ => None,
+                };
+                match coerced {
+                    Some(v) => *value = v,
+                    None => {
+                        return Err(InvalidInput {
+                            pointer: pointer.clone(),
+                            message: format!("expected {}", types.join(" or ")),
+                        });
+                    }
+                }
+            }
+        }
+        let schema = self.branch_for(schema, value, depth);
+        match value {
+            Value::Object(map) => self.repair_object(map, schema, pointer, mode, depth),
+            Value::Array(items) => self.repair_array(items, schema, pointer, mode, depth),
+            _ => Ok(()),
+        }
+    }
+
+    fn repair_object(
+        &self,
+        map: &mut Map<String, Value>,
+        schema: &Value,
+        pointer: &mut String,
+        mode: InputMode,
+        depth: usize,
+    ) -> Result<(), InvalidInput> {
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        // `null` on an optional field means "not given", in both modes.
+        map.retain(|k, v| !v.is_null() || required.contains(&k.as_str()));
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+        for (key, item) in map.iter_mut() {
+            let Some(sub) = properties.and_then(|p| p.get(key)).or(additional) else {
+                continue;
+            };
+            let len = pointer.len();
+            pointer.push('/');
+            pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            let result = self.repair(item, sub, pointer, mode, depth + 1);
+            pointer.truncate(len);
+            result?;
+        }
+        Ok(())
+    }
+
+    fn repair_array(
+        &self,
+        items: &mut [Value],
+        schema: &Value,
+        pointer: &mut String,
+        mode: InputMode,
+        depth: usize,
+    ) -> Result<(), InvalidInput> {
+        let prefix = schema.get("prefixItems").and_then(Value::as_array);
+        let rest = schema.get("items").filter(|i| i.is_object());
+        for (index, item) in items.iter_mut().enumerate() {
+            let Some(sub) = prefix.and_then(|p| p.get(index)).or(rest) else {
+                continue;
+            };
+            let len = pointer.len();
+            pointer.push('/');
+            pointer.push_str(&index.to_string());
+            let result = self.repair(item, sub, pointer, mode, depth + 1);
+            pointer.truncate(len);
+            result?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `value` is an instance of the JSON Schema type `t`.
+fn fits(value: &Value, t: &str) -> bool {
+    match (t, value) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("number", Value::Number(_))
+        | ("string", Value::String(_))
+        | ("array", Value::Array(_))
+        | ("object", Value::Object(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+/// The value a string stands for, if it is written as one of `types`.
+/// Parsing follows JSON's grammar, so `" 5"`, `"0x10"` or `"5abc"` stay strings.
+fn coerce(s: &str, types: &[&str]) -> Option<Value> {
+    let candidate: Value = match s {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => {
+            let first = s.as_bytes().first()?;
+            if !(first.is_ascii_digit() || matches!(first, b'-' | b'[' | b'{')) {
+                return None;
+            }
+            serde_json::from_str(s).ok()?
+        }
+    };
+    types.iter().any(|t| fits(&candidate, t)).then_some(candidate)
+}
+
+fn describe(kind: &ValidationErrorKind) -> String {
+    match kind {
+        ValidationErrorKind::Type {
+            kind: TypeKind::Single(t),
+        } => format!("expected {t}"),
+        ValidationErrorKind::Type {
+            kind: TypeKind::Multiple(ts),
+        } => {
+            let names: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
+            format!("expected {}", names.join(" or "))
+        }
+        ValidationErrorKind::Required { property } => {
+            format!("missing required field {property}")
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            format!("unknown field `{}`", unexpected.join("`, `"))
+        }
+        other => other_message(other),
+    }
+}
+
+fn other_message(kind: &ValidationErrorKind) -> String {
+    match kind {
+        ValidationErrorKind::Enum { options } => format!("expected one of {options}"),
+        ValidationErrorKind::Minimum { limit } => format!("must be at least {limit}"),
+        ValidationErrorKind::Maximum { limit } => format!("must be at most {limit}"),
+        ValidationErrorKind::MinLength { limit } => format!("must be at least {limit} characters"),
+        ValidationErrorKind::MaxLength { limit } => format!("must be at most {limit} characters"),
+        ValidationErrorKind::Pattern { pattern } => format!("must match the pattern {pattern}"),
+        _ => format!("does not satisfy the schema keyword `{}`", kind.keyword()),
+    }
+}

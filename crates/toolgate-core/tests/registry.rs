@@ -1,0 +1,179 @@
+//! Registration rules, driven through the public API.
+
+use std::sync::Arc;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use toolgate_core::{
+    CallContext, DynamicToolSpec, EffectClass, Idempotency, Registry, Tool, ToolError,
+    ToolHandler, ToolListing, ToolOutput, ToolRegistrationError, ToolSpec, async_trait,
+};
+
+struct Fixed(ToolSpec);
+
+#[async_trait]
+impl ToolHandler for Fixed {
+    async fn call(&self, _args: Value, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+}
+
+impl Tool for Fixed {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+}
+
+fn tool(name: &str, class: EffectClass, idem: Option<Idempotency>) -> Arc<dyn Tool> {
+    let mut spec = ToolSpec::new(name, "test tool", class);
+    spec.idempotency = idem;
+    Arc::new(Fixed(spec))
+}
+
+fn handler() -> Arc<dyn ToolHandler> {
+    Arc::new(Fixed(ToolSpec::new("unused", "", EffectClass::Read)))
+}
+
+#[test]
+fn valid_names_and_contracts_register() {
+    let mut reg = Registry::new();
+    for (name, class, idem) in [
+        ("read", EffectClass::Read, None),
+        ("a", EffectClass::Read, None),
+        ("Tool_2-x", EffectClass::MutateReversible, Some(Idempotency::CheckBeforeAct)),
+        (&"n".repeat(64)[..], EffectClass::Destructive, Some(Idempotency::AtMostOnce)),
+    ] {
+        reg.register(tool(name, class, idem)).unwrap();
+    }
+    assert_eq!(reg.active().count(), 4);
+}
+
+#[test]
+fn registration_errors_name_the_tool_and_the_problem() {
+    let long = "n".repeat(65);
+    let cases: Vec<(&str, EffectClass, Option<Idempotency>, &str)> = vec![
+        ("", EffectClass::Read, None, "tool name `` is invalid"),
+        ("has space", EffectClass::Read, None, "tool name `has space` is invalid"),
+        ("dots.not.allowed", EffectClass::Read, None, "is invalid"),
+        ("ünïcode", EffectClass::Read, None, "is invalid"),
+        (&long, EffectClass::Read, None, "is invalid"),
+        (
+            "write_it",
+            EffectClass::MutateReversible,
+            None,
+            "tool `write_it` is mutate-reversible and must declare an idempotency",
+        ),
+        (
+            "peek",
+            EffectClass::Read,
+            Some(Idempotency::AtMostOnce),
+            "tool `peek` is read-only and must not declare an idempotency",
+        ),
+    ];
+    for (name, class, idem, expected) in cases {
+        let mut reg = Registry::new();
+        let err = reg.register(tool(name, class, idem)).unwrap_err();
+        assert!(
+            err.to_string().contains(expected),
+            "{name:?}: `{err}` does not contain `{expected}`"
+        );
+        let err = reg.register_deferred(tool(name, class, idem)).unwrap_err();
+        assert!(err.to_string().contains(expected), "deferred {name:?}: {err}");
+        assert_eq!(reg.active().count() + reg.deferred().count(), 0);
+    }
+}
+
+#[test]
+fn duplicate_names_are_refused_across_both_pools() {
+    let mut reg = Registry::new();
+    reg.register(tool("grep", EffectClass::Read, None)).unwrap();
+    reg.register_deferred(tool("lazy", EffectClass::Read, None)).unwrap();
+    for name in ["grep", "lazy"] {
+        assert_eq!(
+            reg.register(tool(name, EffectClass::Read, None)).unwrap_err(),
+            ToolRegistrationError::DuplicateName { tool: name.into() }
+        );
+        assert_eq!(
+            reg.register_deferred(tool(name, EffectClass::Read, None))
+                .unwrap_err(),
+            ToolRegistrationError::DuplicateName { tool: name.into() }
+        );
+    }
+}
+
+#[test]
+fn dynamic_specs_parse_their_strings_or_are_refused() {
+    let mut reg = Registry::new();
+    reg.register_dynamic(
+        DynamicToolSpec::new("remote_write", "mutate-irreversible", Some("provider-native")),
+        handler(),
+    )
+    .unwrap();
+    let cases = [
+        (
+            DynamicToolSpec::new("bad_class", "mutating", Some("at-most-once")),
+            "tool `bad_class`: unknown effect class `mutating`, expected one of: read, mutate-reversible, mutate-irreversible, destructive",
+        ),
+        (
+            DynamicToolSpec::new("bad_idem", "destructive", Some("sometimes")),
+            "tool `bad_idem`: unknown idempotency `sometimes`, expected one of: provider-native, check-before-act, at-most-once",
+        ),
+        (
+            DynamicToolSpec::new("no_idem", "destructive", None),
+            "tool `no_idem` is destructive and must declare an idempotency",
+        ),
+        (
+            DynamicToolSpec::new("CamelCase", "Read", None),
+            "unknown effect class `Read`",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let err = reg.register_dynamic(spec.clone(), handler()).unwrap_err();
+        assert!(err.to_string().contains(expected), "{err}");
+        let err = reg.register_dynamic_deferred(spec, handler()).unwrap_err();
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+    let mut bad_schema = DynamicToolSpec::new("bad_schema", "read", None);
+    bad_schema.input_schema = json!({"type": "no-such-type"});
+    let err = reg.register_dynamic(bad_schema, handler()).unwrap_err();
+    assert!(
+        err.to_string().starts_with("tool `bad_schema` has an invalid input schema"),
+        "{err}"
+    );
+    assert_eq!(reg.list().len(), 1);
+}
+
+#[test]
+fn listing_shows_class_idempotency_and_version_and_deferred_tools_activate() {
+    let mut reg = Registry::new();
+    reg.register(tool("zeta", EffectClass::Read, None)).unwrap();
+    let versioned = ToolSpec::new("alpha", "", EffectClass::MutateIrreversible)
+        .idempotency(Idempotency::AtMostOnce)
+        .version("1.2.3");
+    reg.register(Arc::new(Fixed(versioned))).unwrap();
+    reg.register_deferred(tool("later", EffectClass::Read, None))
+        .unwrap();
+
+    let listing = serde_json::to_value(reg.list()).unwrap();
+    assert_eq!(
+        listing,
+        json!([
+            {"name": "alpha", "effect_class": "mutate-irreversible", "idempotency": "at-most-once", "version": "1.2.3"},
+            {"name": "zeta", "effect_class": "read"},
+        ])
+    );
+    assert_eq!(
+        reg.list_deferred(),
+        vec![ToolListing {
+            name: "later".into(),
+            effect_class: EffectClass::Read,
+            idempotency: None,
+            version: None
+        }]
+    );
+    assert!(reg.get("later").is_none());
+    assert!(reg.activate("later"));
+    assert!(reg.get("later").is_some());
+    assert!(reg.get_deferred("later").is_none());
+    assert!(!reg.activate("later"));
+}
