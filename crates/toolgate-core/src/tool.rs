@@ -21,16 +21,25 @@ pub struct CallContext {
     pub caller: String,
     /// The caller's working directory; relative paths resolve against it.
     pub cwd: PathBuf,
+    /// The workspace roots the caller may work in (default: its cwd).
+    pub roots: Vec<PathBuf>,
 }
 
 impl CallContext {
-    /// A context for `caller` working in `cwd`.
+    /// A context for `caller` working in `cwd`, which is also its only root.
     pub fn new(call_id: impl Into<String>, caller: impl Into<String>, cwd: PathBuf) -> Self {
         CallContext {
             call_id: call_id.into(),
             caller: caller.into(),
+            roots: vec![cwd.clone()],
             cwd,
         }
+    }
+
+    /// Sets the workspace roots.
+    pub fn with_roots(mut self, roots: Vec<PathBuf>) -> Self {
+        self.roots = roots;
+        self
     }
 }
 

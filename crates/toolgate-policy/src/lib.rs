@@ -1,1 +1,46 @@
+//! toolgate's policy: four independent layers, permission rules, and the one
+//! call pipeline that applies them, the [`Executor`].
+//!
+//! - [`PathPolicy`]: glob allow/deny on every path argument.
+//! - [`CommandPolicy`]: every command of a shell script, found by parsing it
+//!   with tree-sitter-bash, against denied binaries and patterns.
+//! - [`ResourcePolicy`]: caps on what a result may return (head and tail kept).
+//! - [`AccessPolicy`]: which tools are active, by name, group and effect class.
+//! - [`PermissionRules`]: allow, ask or deny by tool name.
+//!
+//! Deny always beats allow. These layers decide what an agent *may ask for*;
+//! they are defence in depth. The operating-system sandbox that runs the
+//! tools is the boundary, and nothing here replaces it.
 
+pub mod access;
+pub mod command;
+mod executor;
+pub mod path;
+mod policy;
+pub mod resource;
+pub mod rules;
+
+pub use access::{Access, AccessPolicy};
+pub use command::{CommandPolicy, CommandVerdict, ParseFallback};
+pub use executor::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, CallError, CallResult, Executor,
+    ExecutorBuilder, Explanation, Stage, StageOutcome, StageReport, ToolStatus,
+};
+pub use path::{PathPolicy, PathRules, PathVerdict};
+pub use policy::{Policy, PolicyPreset};
+pub use resource::{Bounded, ResourcePolicy};
+pub use rules::{PermissionRule, PermissionRules, RuleAction};
+
+/// A policy that cannot be built from its configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A glob does not compile.
+    #[error("invalid path pattern `{pattern}`: {message}")]
+    InvalidPattern {
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}

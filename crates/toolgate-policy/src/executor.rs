@@ -1,0 +1,781 @@
+//! The one call pipeline. Every surface (MCP, HTTP, CLI, the agent loop)
+//! calls [`Executor::call`]; none re-implements a check.
+//!
+//! ```text
+//! lookup -> validate -> access -> paths -> commands -> rules -> (approval)
+//!        -> run -> bound -> record
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+use toolgate_core::{
+    CallContext, Content, Decision, EventSink, InputMode, InvalidInput, RegisteredTool, Registry,
+    ToolError, ToolEvent, ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
+};
+
+use crate::access::Access;
+use crate::command::{CommandVerdict, ParseFallback};
+use crate::path::PathVerdict;
+use crate::policy::Policy;
+
+/// A step of the pipeline, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// Find the tool.
+    Lookup,
+    /// Check the arguments against the schema.
+    Validate,
+    /// Tool preset and access policy.
+    Access,
+    /// Path policy on every path argument.
+    Paths,
+    /// Command policy on every shell script argument.
+    Commands,
+    /// Permission rules.
+    Rules,
+    /// Asking for approval.
+    Approval,
+    /// Running the tool.
+    Run,
+}
+
+impl Stage {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Lookup => "lookup",
+            Stage::Validate => "validate",
+            Stage::Access => "access",
+            Stage::Paths => "paths",
+            Stage::Commands => "commands",
+            Stage::Rules => "rules",
+            Stage::Approval => "approval",
+            Stage::Run => "run",
+        }
+    }
+}
+
+/// How a stage went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StageOutcome {
+    /// Passed.
+    Pass,
+    /// Had nothing to check.
+    Skip,
+    /// Needs approval.
+    Ask,
+    /// Refused the call.
+    Fail,
+}
+
+/// One line of an explanation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageReport {
+    /// Which stage.
+    pub stage: Stage,
+    /// Its outcome.
+    pub outcome: StageOutcome,
+    /// What it found.
+    pub detail: String,
+}
+
+/// Every stage's verdict on a call that was not run, and the decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    /// Tool name as asked.
+    pub tool: String,
+    /// The stages in pipeline order.
+    pub stages: Vec<StageReport>,
+    /// What `call` would do.
+    pub decision: Decision,
+}
+
+/// A call that did not produce a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// No active tool by that name.
+    #[error("unknown tool `{name}`{hint}")]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// A suggestion, or how to activate a deferred tool.
+        hint: String,
+    },
+    /// The arguments do not fit the schema.
+    #[error(transparent)]
+    InvalidArguments(#[from] InvalidInput),
+    /// The tool exists but is not active.
+    #[error("tool `{tool}` is inactive: {reason}")]
+    Inactive {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// A policy layer or rule refused the call.
+    #[error("denied by the {} policy: {reason}", stage.as_str())]
+    Denied {
+        /// The stage that refused.
+        stage: Stage,
+        /// Why.
+        reason: String,
+    },
+    /// The rules ask, and no approval channel is configured.
+    #[error("approval required: {reason}")]
+    ApprovalRequired {
+        /// Why approval is needed.
+        reason: String,
+    },
+    /// The approver refused.
+    #[error("approval refused: {reason}")]
+    ApprovalRefused {
+        /// The approver's reason.
+        reason: String,
+    },
+    /// Approval was requested and is not decided yet.
+    #[error("approval pending (request {id}): {reason}; call again once it is decided")]
+    ApprovalPending {
+        /// The request to watch.
+        id: String,
+        /// Why approval is needed.
+        reason: String,
+    },
+    /// The tool itself failed.
+    #[error("tool `{tool}` failed: {source}")]
+    Tool {
+        /// The tool.
+        tool: String,
+        /// Its error.
+        source: ToolError,
+    },
+}
+
+impl CallError {
+    /// The stage at which the call stopped.
+    pub fn stage(&self) -> Stage {
+        match self {
+            CallError::UnknownTool { .. } => Stage::Lookup,
+            CallError::InvalidArguments(_) => Stage::Validate,
+            CallError::Inactive { .. } => Stage::Access,
+            CallError::Denied { stage, .. } => *stage,
+            CallError::ApprovalRequired { .. }
+            | CallError::ApprovalRefused { .. }
+            | CallError::ApprovalPending { .. } => Stage::Approval,
+            CallError::Tool { .. } => Stage::Run,
+        }
+    }
+}
+
+/// What an approval was asked about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApprovalRequest {
+    /// The tool.
+    pub tool: String,
+    /// The validated arguments.
+    pub arguments: Value,
+    /// Why the rules ask.
+    pub reason: String,
+    /// Who calls.
+    pub caller: String,
+    /// The call.
+    pub call_id: String,
+}
+
+/// The approver's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// Run the call.
+    Approved,
+    /// Do not run it.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Not decided yet.
+    Pending {
+        /// Request id to watch.
+        id: String,
+    },
+}
+
+/// Where `ask` decisions go.
+#[async_trait]
+pub trait ApprovalChannel: Send + Sync {
+    /// Asks for (or looks up) a decision on `request`.
+    async fn request(&self, request: &ApprovalRequest) -> ApprovalOutcome;
+}
+
+/// A finished call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CallResult {
+    /// What the tool returned, bounded by the resource policy.
+    pub output: ToolOutput,
+    /// Whether the resource policy cut the text.
+    pub truncated: bool,
+    /// Where the uncut text was saved, when it was cut and an output dir is set.
+    pub full_output: Option<PathBuf>,
+    /// The rules' decision (`ask` when an approval let it through).
+    pub decision: Decision,
+    /// Time in the pipeline.
+    pub duration: Duration,
+}
+
+/// A tool as `toolgate tools` shows it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolStatus {
+    /// The spec.
+    pub spec: ToolSpec,
+    /// In the deferred pool.
+    pub deferred: bool,
+    /// Active, or why not.
+    pub access: Access,
+}
+
+/// Builds an [`Executor`].
+pub struct ExecutorBuilder {
+    registry: Registry,
+    policy: Option<Policy>,
+    input_mode: InputMode,
+    preset: Option<ToolPreset>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    approvals: Option<Arc<dyn ApprovalChannel>>,
+    output_dir: Option<PathBuf>,
+}
+
+impl ExecutorBuilder {
+    /// The policy (default: [`Policy::standard`]).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Coerce (default) or strict input validation.
+    pub fn input_mode(mut self, mode: InputMode) -> Self {
+        self.input_mode = mode;
+        self
+    }
+
+    /// Only the preset's tools are active (tools of MCP servers are not affected).
+    pub fn tool_preset(mut self, preset: ToolPreset) -> Self {
+        self.preset = Some(preset);
+        self
+    }
+
+    /// Adds an event subscriber.
+    pub fn subscribe(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Where `ask` decisions go; without one, `ask` refuses.
+    pub fn approvals(mut self, channel: Arc<dyn ApprovalChannel>) -> Self {
+        self.approvals = Some(channel);
+        self
+    }
+
+    /// Directory where uncut output of truncated results is saved.
+    pub fn output_dir(mut self, dir: PathBuf) -> Self {
+        self.output_dir = Some(dir);
+        self
+    }
+
+    /// The executor.
+    pub fn build(self) -> Executor {
+        Executor {
+            registry: self.registry,
+            policy: self.policy.unwrap_or_default(),
+            input_mode: self.input_mode,
+            preset: self.preset,
+            sinks: self.sinks,
+            approvals: self.approvals,
+            output_dir: self.output_dir,
+        }
+    }
+}
+
+/// The call pipeline over a registry and a policy.
+pub struct Executor {
+    registry: Registry,
+    policy: Policy,
+    input_mode: InputMode,
+    preset: Option<ToolPreset>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    approvals: Option<Arc<dyn ApprovalChannel>>,
+    output_dir: Option<PathBuf>,
+}
+
+/// A call that passed every check.
+struct Cleared<'a> {
+    tool: &'a RegisteredTool,
+    args: Value,
+    decision: Decision,
+}
+
+impl Executor {
+    /// A builder over `registry`.
+    pub fn builder(registry: Registry) -> ExecutorBuilder {
+        ExecutorBuilder {
+            registry,
+            policy: None,
+            input_mode: InputMode::default(),
+            preset: None,
+            sinks: Vec::new(),
+            approvals: None,
+            output_dir: None,
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Every tool, active and deferred, with whether it is active and why not.
+    pub fn tools(&self) -> Vec<ToolStatus> {
+        let active = self.registry.active().map(|t| (t, false));
+        let deferred = self.registry.deferred().map(|t| (t, true));
+        active
+            .chain(deferred)
+            .map(|(tool, deferred)| ToolStatus {
+                spec: tool.spec().clone(),
+                deferred,
+                access: self.access(tool.spec()),
+            })
+            .collect()
+    }
+
+    fn access(&self, spec: &ToolSpec) -> Access {
+        if let Some(preset) = self.preset {
+            if !spec.is_mcp() && !preset.contains(&spec.name) {
+                return Access::Inactive {
+                    reason: format!("not in the {preset} tool preset"),
+                };
+            }
+        }
+        self.policy.access.check(spec)
+    }
+
+    /// Every stage's verdict on a call, without running it. Stages after a
+    /// failure are still evaluated so the whole picture is shown.
+    pub fn explain(&self, name: &str, args: Value, ctx: &CallContext) -> Explanation {
+        let mut stages = Vec::new();
+        let decision = match self.clear(name, args, ctx, Some(&mut stages)) {
+            Ok(cleared) => cleared.decision,
+            Err(e) => Decision::Deny {
+                reason: e.to_string(),
+            },
+        };
+        Explanation {
+            tool: name.to_owned(),
+            stages,
+            decision,
+        }
+    }
+
+    /// Runs one call through the whole pipeline.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &CallContext,
+    ) -> Result<CallResult, CallError> {
+        let started = Instant::now();
+        let spec = self.registry.get(name).map(RegisteredTool::spec);
+        let event = |kind, decision: Option<&Decision>| {
+            let mut e = ToolEvent::new(kind, name, &ctx.call_id, &ctx.caller);
+            e.effect_class = spec.map(|s| s.effect_class);
+            e.idempotency = spec.and_then(|s| s.idempotency);
+            e.duration = started.elapsed();
+            e.decision = decision.cloned();
+            for sink in &self.sinks {
+                sink.emit(&e);
+            }
+        };
+        let fail = |error: CallError, decision: Option<&Decision>| {
+            let decision = decision.cloned().unwrap_or_else(|| Decision::Deny {
+                reason: error.to_string(),
+            });
+            event(
+                ToolEventKind::Error {
+                    message: error.to_string(),
+                },
+                Some(&decision),
+            );
+            Err(error)
+        };
+        let cleared = match self.clear(name, args, ctx, None) {
+            Ok(cleared) => cleared,
+            Err(error) => return fail(error, None),
+        };
+        if let Err(error) = self.approve(&cleared, ctx).await {
+            return fail(error, Some(&cleared.decision));
+        }
+        event(ToolEventKind::Start, Some(&cleared.decision));
+        let output = match cleared.tool.handler().call(cleared.args, ctx).await {
+            Ok(output) => output,
+            Err(source) => {
+                let error = CallError::Tool {
+                    tool: name.to_owned(),
+                    source,
+                };
+                return fail(error, Some(&cleared.decision));
+            }
+        };
+        let (output, truncated, full_output) = self.bound(output, ctx);
+        event(
+            ToolEventKind::End {
+                is_error: output.is_error,
+            },
+            Some(&cleared.decision),
+        );
+        Ok(CallResult {
+            output,
+            truncated,
+            full_output,
+            decision: cleared.decision,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// Stages lookup to rules. With `report`, every stage is evaluated and
+    /// recorded (the first failure is still the result); without, the first
+    /// failure returns at once.
+    fn clear<'a>(
+        &'a self,
+        name: &str,
+        args: Value,
+        ctx: &CallContext,
+        report: Option<&mut Vec<StageReport>>,
+    ) -> Result<Cleared<'a>, CallError> {
+        let mut trace = Trace {
+            report,
+            first_error: None,
+        };
+        let tool = match self.lookup(name) {
+            Ok(tool) => tool,
+            Err(e) => {
+                trace.record(Stage::Lookup, Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let spec = tool.spec();
+        let found = format!("active tool, {}", spec.effect_class);
+        trace.record(Stage::Lookup, Ok((StageOutcome::Pass, found)));
+        let args = match self.validate(tool, args) {
+            Ok((args, detail)) => {
+                trace.record(Stage::Validate, Ok((StageOutcome::Pass, detail)));
+                args
+            }
+            Err((args, e)) => {
+                trace.record(Stage::Validate, Err(e));
+                args
+            }
+        };
+        trace.stop()?;
+        trace.record(Stage::Access, self.check_access(spec));
+        trace.stop()?;
+        trace.record(Stage::Paths, self.check_paths(spec, &args, ctx));
+        trace.stop()?;
+        trace.record(Stage::Commands, self.check_commands(spec, &args));
+        trace.stop()?;
+        let decision = self.policy.rules.decide(name);
+        let rules = match &decision {
+            Decision::Allow => Ok((StageOutcome::Pass, "allow".to_owned())),
+            Decision::Ask { reason } => Ok((StageOutcome::Ask, format!("ask: {reason}"))),
+            Decision::Deny { reason } => Err(CallError::Denied {
+                stage: Stage::Rules,
+                reason: reason.clone(),
+            }),
+        };
+        trace.record(Stage::Rules, rules);
+        match trace.first_error {
+            Some(e) => Err(e),
+            None => Ok(Cleared {
+                tool,
+                args,
+                decision,
+            }),
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Result<&RegisteredTool, CallError> {
+        if let Some(tool) = self.registry.get(name) {
+            return Ok(tool);
+        }
+        let hint = if self.registry.get_deferred(name).is_some() {
+            ": it is deferred; activate it with mcp_find_tools first".to_owned()
+        } else {
+            match closest(name, self.registry.active().map(|t| t.spec().name.as_str())) {
+                Some(near) => format!("; did you mean `{near}`?"),
+                None => String::new(),
+            }
+        };
+        Err(CallError::UnknownTool {
+            name: name.to_owned(),
+            hint,
+        })
+    }
+
+    /// The arguments to use, or the raw ones with the error.
+    fn validate(
+        &self,
+        tool: &RegisteredTool,
+        args: Value,
+    ) -> Result<(Value, String), (Value, CallError)> {
+        let Some(validator) = tool.validator() else {
+            return Ok((args, "external schema: passed through unchanged".to_owned()));
+        };
+        match validator.check(args.clone(), self.input_mode) {
+            Ok(checked) if checked == args => Ok((checked, "arguments fit the schema".to_owned())),
+            Ok(checked) => Ok((checked, "arguments fit the schema after coercion".to_owned())),
+            Err(e) => Err((args, e.into())),
+        }
+    }
+
+    fn check_access(&self, spec: &ToolSpec) -> Result<(StageOutcome, String), CallError> {
+        match self.access(spec) {
+            Access::Active => {
+                let detail = match (self.preset, self.policy.access.cap) {
+                    (_, Some(cap)) => format!("active ({} within the cap {cap})", spec.effect_class),
+                    (_, None) => "active (no effect-class cap)".to_owned(),
+                };
+                Ok((StageOutcome::Pass, detail))
+            }
+            Access::Inactive { reason } => Err(CallError::Inactive {
+                tool: spec.name.clone(),
+                reason,
+            }),
+        }
+    }
+
+    fn check_paths(
+        &self,
+        spec: &ToolSpec,
+        args: &Value,
+        ctx: &CallContext,
+    ) -> Result<(StageOutcome, String), CallError> {
+        let paths = strings_at(args, &spec.path_args);
+        if paths.is_empty() {
+            return Ok((StageOutcome::Skip, "no path arguments".to_owned()));
+        }
+        let mut allowed = Vec::new();
+        for raw in paths {
+            match self
+                .policy
+                .paths
+                .check(std::path::Path::new(raw), &ctx.cwd, &ctx.roots)
+            {
+                PathVerdict::Allowed { path, by } => {
+                    allowed.push(format!("{} ({by})", path.display()));
+                }
+                PathVerdict::Denied { reason, .. } => {
+                    return Err(CallError::Denied {
+                        stage: Stage::Paths,
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok((StageOutcome::Pass, format!("allowed: {}", allowed.join(", "))))
+    }
+
+    fn check_commands(
+        &self,
+        spec: &ToolSpec,
+        args: &Value,
+    ) -> Result<(StageOutcome, String), CallError> {
+        let scripts = strings_at(args, &spec.command_args);
+        if scripts.is_empty() {
+            return Ok((StageOutcome::Skip, "no shell scripts".to_owned()));
+        }
+        let mut found = Vec::new();
+        let mut notes = Vec::new();
+        for script in scripts {
+            match self.policy.commands.check(script) {
+                CommandVerdict::Allowed { commands } => found.extend(commands),
+                CommandVerdict::Denied { command, reason } => {
+                    return Err(CallError::Denied {
+                        stage: Stage::Commands,
+                        reason: format!("{reason} (in `{command}`)"),
+                    });
+                }
+                CommandVerdict::Unanalysable { reason } => {
+                    match self.policy.commands.parse_fallback() {
+                        ParseFallback::Deny => {
+                            return Err(CallError::Denied {
+                                stage: Stage::Commands,
+                                reason: format!(
+                                    "the script cannot be analysed ({reason}) and this policy refuses what it cannot analyse"
+                                ),
+                            });
+                        }
+                        ParseFallback::Sandbox => notes.push(format!(
+                            "the script cannot be analysed ({reason}); the sandbox is the boundary"
+                        )),
+                    }
+                }
+            }
+        }
+        let mut detail = format!("commands: {}", found.join(", "));
+        for note in notes {
+            detail.push_str("; ");
+            detail.push_str(&note);
+        }
+        Ok((StageOutcome::Pass, detail))
+    }
+
+    async fn approve(&self, cleared: &Cleared<'_>, ctx: &CallContext) -> Result<(), CallError> {
+        let Decision::Ask { reason } = &cleared.decision else {
+            return Ok(());
+        };
+        let Some(channel) = &self.approvals else {
+            return Err(CallError::ApprovalRequired {
+                reason: reason.clone(),
+            });
+        };
+        let request = ApprovalRequest {
+            tool: cleared.tool.spec().name.clone(),
+            arguments: cleared.args.clone(),
+            reason: reason.clone(),
+            caller: ctx.caller.clone(),
+            call_id: ctx.call_id.clone(),
+        };
+        match channel.request(&request).await {
+            ApprovalOutcome::Approved => Ok(()),
+            ApprovalOutcome::Refused { reason } => Err(CallError::ApprovalRefused { reason }),
+            ApprovalOutcome::Pending { id } => Err(CallError::ApprovalPending {
+                id,
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    /// Applies the resource caps to every text part; saves the uncut text
+    /// when an output dir is configured.
+    fn bound(&self, mut output: ToolOutput, ctx: &CallContext) -> (ToolOutput, bool, Option<PathBuf>) {
+        let mut truncated = false;
+        let mut full = String::new();
+        for part in &mut output.content {
+            if let Content::Text { text } = part {
+                let bounded = self.policy.resources.bound(text);
+                if bounded.truncated() {
+                    truncated = true;
+                    full.push_str(text);
+                    *text = bounded.text;
+                }
+            }
+        }
+        if !truncated {
+            return (output, false, None);
+        }
+        let saved = self.output_dir.as_ref().and_then(|dir| {
+            // The call id comes from the client: keep it to a safe file name
+            // so it cannot point the write elsewhere.
+            let id: String = ctx
+                .call_id
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+                .take(64)
+                .collect();
+            let path = dir.join(format!("toolgate-output-{id}.txt"));
+            std::fs::create_dir_all(dir).ok()?;
+            std::fs::write(&path, &full).ok()?;
+            Some(path)
+        });
+        if let Some(path) = &saved {
+            output.content.push(Content::Text {
+                text: format!("[full output saved to {}]", path.display()),
+            });
+        }
+        (output, true, saved)
+    }
+}
+
+/// What the stages found, while clearing a call.
+struct Trace<'r> {
+    /// Where to record every stage (explain); `None` stops at the first failure.
+    report: Option<&'r mut Vec<StageReport>>,
+    first_error: Option<CallError>,
+}
+
+impl Trace<'_> {
+    fn record(&mut self, stage: Stage, result: Result<(StageOutcome, String), CallError>) {
+        let (outcome, detail) = match &result {
+            Ok((outcome, detail)) => (*outcome, detail.clone()),
+            Err(e) => (StageOutcome::Fail, e.to_string()),
+        };
+        if let Some(stages) = self.report.as_deref_mut() {
+            stages.push(StageReport {
+                stage,
+                outcome,
+                detail,
+            });
+        }
+        if let Err(e) = result {
+            self.first_error.get_or_insert(e);
+        }
+    }
+
+    /// The first failure, unless every stage is being explained.
+    fn stop(&mut self) -> Result<(), CallError> {
+        match (&self.report, self.first_error.take()) {
+            (None, Some(e)) => Err(e),
+            (_, e) => {
+                self.first_error = e;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The string values at `pointers`; an array contributes its strings.
+fn strings_at<'v>(args: &'v Value, pointers: &[String]) -> Vec<&'v str> {
+    let mut out = Vec::new();
+    for pointer in pointers {
+        match args.pointer(pointer) {
+            Some(Value::String(s)) => out.push(s.as_str()),
+            Some(Value::Array(items)) => out.extend(items.iter().filter_map(Value::as_str)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The candidate nearest to `name` by edit distance, if it is near at all.
+fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}

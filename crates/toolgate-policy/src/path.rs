@@ -1,0 +1,243 @@
+//! PathPolicy: glob allow/deny over every path argument of a call.
+//!
+//! Paths are made absolute against the caller's cwd and normalised lexically
+//! (`.` and `..` folded) before matching, so `src/../../etc/shadow` is checked
+//! as `/etc/shadow`. This layer sees strings: a symlink inside an allowed root
+//! that points elsewhere is stopped by the file jail and the sandbox, which are
+//! the boundary. Deny always beats allow.
+
+use std::path::{Component, Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use crate::PolicyError;
+
+/// The path layer as configured: patterns plus the two implicit allowances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PathRules {
+    /// Globs of allowed paths (`~/` is the home directory).
+    pub allow: Vec<String>,
+    /// Globs of denied paths; checked first.
+    pub deny: Vec<String>,
+    /// Allow everything under the workspace roots.
+    pub workspace_roots: bool,
+    /// Allow everything under the temp dir.
+    pub temp_dir: bool,
+}
+
+impl Default for PathRules {
+    fn default() -> Self {
+        PathRules {
+            allow: Vec::new(),
+            // Kernel interfaces (process memory, devices) and the usual
+            // credential stores: reading them leaks secrets, writing them
+            // takes over the host or the user's accounts.
+            deny: [
+                "/proc/**",
+                "/sys/**",
+                "/dev/**",
+                "/etc/shadow",
+                "/etc/gshadow",
+                "~/.ssh/**",
+                "~/.aws/**",
+                "~/.gnupg/**",
+                "~/.config/gcloud/**",
+                "~/.kube/**",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            workspace_roots: true,
+            temp_dir: true,
+        }
+    }
+}
+
+/// Compiled path rules.
+#[derive(Debug, Clone)]
+pub struct PathPolicy {
+    rules: PathRules,
+    temp_dir: PathBuf,
+    allow: CompiledGlobs,
+    deny: CompiledGlobs,
+}
+
+/// The path layer's verdict on one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathVerdict {
+    /// Allowed; says by what.
+    Allowed {
+        /// The normalised path.
+        path: PathBuf,
+        /// The root, temp dir or pattern that allowed it.
+        by: String,
+    },
+    /// Refused; says why.
+    Denied {
+        /// The normalised path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl PathPolicy {
+    /// The default rules, with `~` taken from `home` and the system temp dir.
+    pub fn standard(home: Option<&Path>) -> Self {
+        // The default patterns are literals known to compile.
+        match PathPolicy::new(PathRules::default(), home, std::env::temp_dir()) {
+            Ok(policy) => policy,
+            Err(_) => PathPolicy {
+                rules: PathRules::default(),
+                temp_dir: std::env::temp_dir(),
+                allow: CompiledGlobs::default(),
+                deny: CompiledGlobs::deny_everything(),
+            },
+        }
+    }
+
+    /// Compiles `rules`; `~/` in a pattern is `home` (patterns with `~` are
+    /// dropped when there is no home directory).
+    pub fn new(rules: PathRules, home: Option<&Path>, temp_dir: PathBuf) -> Result<Self, PolicyError> {
+        Ok(PathPolicy {
+            allow: CompiledGlobs::new(&rules.allow, home)?,
+            deny: CompiledGlobs::new(&rules.deny, home)?,
+            temp_dir,
+            rules,
+        })
+    }
+
+    /// The rules this policy was built from.
+    pub fn rules(&self) -> &PathRules {
+        &self.rules
+    }
+
+    /// Checks `path` (absolute, or relative to `cwd`) for a caller whose
+    /// workspace roots are `roots`.
+    pub fn check(&self, path: &Path, cwd: &Path, roots: &[PathBuf]) -> PathVerdict {
+        if path.as_os_str().as_encoded_bytes().contains(&0) {
+            // A NUL truncates the path in every syscall: what is checked
+            // would not be what is opened.
+            return PathVerdict::Denied {
+                path: path.to_owned(),
+                reason: "the path contains a NUL byte".to_owned(),
+            };
+        }
+        let path = normalize(path, cwd);
+        if let Some(pattern) = self.deny.first_match(&path) {
+            return PathVerdict::Denied {
+                reason: format!("`{}` matches the denied pattern `{pattern}`", path.display()),
+                path,
+            };
+        }
+        let by = if let Some(root) = roots
+            .iter()
+            .find(|r| self.rules.workspace_roots && path.starts_with(normalize(r, cwd)))
+        {
+            format!("workspace root {}", root.display())
+        } else if self.rules.temp_dir && path.starts_with(&self.temp_dir) {
+            format!("temp dir {}", self.temp_dir.display())
+        } else if let Some(pattern) = self.allow.first_match(&path) {
+            format!("pattern `{pattern}`")
+        } else {
+            return PathVerdict::Denied {
+                reason: format!(
+                    "`{}` is outside the workspace roots, the temp dir and every allowed pattern",
+                    path.display()
+                ),
+                path,
+            };
+        };
+        PathVerdict::Allowed { path, by }
+    }
+}
+
+/// `path` made absolute against `cwd`, with `.` and `..` folded lexically;
+/// `..` at the root stays at the root.
+pub fn normalize(path: &Path, cwd: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    let joined;
+    let full = if path.is_absolute() {
+        path
+    } else {
+        joined = cwd.join(path);
+        &joined
+    };
+    for component in full.components() {
+        match component {
+            Component::Prefix(p) => out.push(p.as_os_str()),
+            Component::RootDir => out.push(Component::RootDir.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, Default)]
+struct CompiledGlobs {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl CompiledGlobs {
+    fn new(patterns: &[String], home: Option<&Path>) -> Result<Self, PolicyError> {
+        let mut builder = GlobSetBuilder::new();
+        let mut kept = Vec::new();
+        for pattern in patterns {
+            let expanded = match (pattern.strip_prefix("~/"), home) {
+                (Some(rest), Some(home)) => format!("{}/{rest}", home.display()),
+                (Some(_), None) => continue,
+                (None, _) => pattern.clone(),
+            };
+            builder.add(compile(pattern, &expanded)?);
+            // `dir/**` also covers `dir` itself: denying ~/.ssh/** must deny
+            // listing ~/.ssh too.
+            if let Some(dir) = expanded.strip_suffix("/**") {
+                builder.add(compile(pattern, dir)?);
+                kept.push(pattern.clone());
+            }
+            kept.push(pattern.clone());
+        }
+        let set = builder.build().map_err(|e| PolicyError::InvalidPattern {
+            pattern: patterns.join(", "),
+            message: e.to_string(),
+        })?;
+        Ok(CompiledGlobs {
+            patterns: kept,
+            set,
+        })
+    }
+
+    fn deny_everything() -> Self {
+        let mut builder = GlobSetBuilder::new();
+        if let Ok(glob) = Glob::new("**") {
+            builder.add(glob);
+        }
+        CompiledGlobs {
+            patterns: vec!["**".to_owned()],
+            set: builder.build().unwrap_or_default(),
+        }
+    }
+
+    fn first_match(&self, path: &Path) -> Option<&str> {
+        let index = self.set.matches(path).into_iter().min()?;
+        self.patterns.get(index).map(String::as_str)
+    }
+}
+
+fn compile(original: &str, expanded: &str) -> Result<Glob, PolicyError> {
+    GlobBuilder::new(expanded)
+        // `*` stays inside one path component; `**` crosses them.
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| PolicyError::InvalidPattern {
+            pattern: original.to_owned(),
+            message: e.to_string(),
+        })
+}
