@@ -27,13 +27,18 @@ pub enum InputMode {
 
 /// Arguments that do not fit the schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid arguments{}: {message}", location(pointer))]
+#[error("invalid arguments{}: {message}{}", location(pointer), others(more))]
 pub struct InvalidInput {
-    /// JSON pointer of the offending value (`""` for the whole object).
+    /// JSON pointer of the first offending value (`""` for the whole object).
     pub pointer: String,
-    /// What was expected.
+    /// What was expected there.
     pub message: String,
+    /// Further problems, as `(pointer, message)`, so that one answer can fix all.
+    pub more: Vec<(String, String)>,
 }
+
+/// How many problems one error lists at most.
+const MAX_PROBLEMS: usize = 5;
 
 fn location(pointer: &str) -> String {
     if pointer.is_empty() {
@@ -41,6 +46,12 @@ fn location(pointer: &str) -> String {
     } else {
         format!(" at {pointer}")
     }
+}
+
+fn others(more: &[(String, String)]) -> String {
+    more.iter()
+        .map(|(pointer, message)| format!(";{} {message}", location(pointer)))
+        .collect()
 }
 
 /// A compiled schema, built once per tool at registration.
@@ -87,11 +98,21 @@ impl InputValidator {
         };
         let mut pointer = String::new();
         self.repair(&mut args, &self.schema, &mut pointer, mode, 0)?;
-        self.compiled.validate(&args).map_err(|e| InvalidInput {
-            pointer: e.instance_path().as_str().to_owned(),
-            message: describe(e.kind()),
-        })?;
-        Ok(args)
+        let mut problems: Vec<(String, String)> = self
+            .compiled
+            .iter_errors(&args)
+            .take(MAX_PROBLEMS)
+            .map(|e| (e.instance_path().as_str().to_owned(), describe(e.kind())))
+            .collect();
+        if problems.is_empty() {
+            return Ok(args);
+        }
+        let (pointer, message) = problems.remove(0);
+        Err(InvalidInput {
+            pointer,
+            message,
+            more: problems,
+        })
     }
 
     fn resolve<'s>(&'s self, mut schema: &'s Value) -> &'s Value {
@@ -183,6 +204,7 @@ impl InputValidator {
                         return Err(InvalidInput {
                             pointer: pointer.clone(),
                             message: format!("expected {}", types.join(" or ")),
+                            more: Vec::new(),
                         });
                     }
                 }

@@ -1,1 +1,171 @@
-fn main() {}
+//! The `toolgate` command.
+
+mod config;
+mod demo;
+mod render;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+use toolgate_core::{CallContext, Registry, ToolPreset};
+use toolgate_policy::{Executor, PolicyPreset};
+
+use crate::config::{Environment, Overrides, Settings};
+
+/// A sandboxed, policy-governed tool runtime for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate", version, about, max_term_width = 100)]
+struct Cli {
+    /// Configuration file to use instead of the project's toolgate.toml.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Tool preset: coding, readonly, minimal or admin.
+    #[arg(long, global = true, value_name = "PRESET")]
+    preset: Option<ToolPreset>,
+    /// Policy preset: permissive, standard, strict or readonly.
+    #[arg(long, global = true, value_name = "POLICY")]
+    policy: Option<PolicyPreset>,
+    /// Workspace root (repeatable); default: the working directory.
+    #[arg(long = "root", global = true, value_name = "PATH")]
+    roots: Vec<PathBuf>,
+    /// Register the demonstration tools (demo_*), which touch nothing.
+    #[arg(long, global = true)]
+    demo: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every tool with its effect class, idempotency, group and status.
+    Tools {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect the policy.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Run one tool call through the whole pipeline and print the result.
+    Call {
+        /// Tool name.
+        tool: String,
+        /// Arguments as a JSON object, or `-` to read them from stdin.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Show every layer's verdict on a call, in pipeline order, without running it.
+    Explain {
+        /// Tool name.
+        tool: String,
+        /// Arguments as a JSON object, or `-` to read them from stdin.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let env = Environment::capture().context("cannot read the working directory")?;
+    let overrides = Overrides {
+        config: cli.config.clone(),
+        preset: cli.preset,
+        policy: cli.policy,
+        roots: cli.roots.clone(),
+    };
+    let settings = config::load(&env, &overrides)?;
+    let executor = executor(&settings, cli.demo)?;
+    let ctx = CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
+    match cli.command {
+        Command::Tools { json } => {
+            render::tools(&executor, &settings, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::Explain { tool, args, json },
+        } => {
+            let explanation = executor.explain(&tool, parse_args(&args)?, &ctx);
+            render::explanation(&explanation, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { tool, args, json } => {
+            let args = parse_args(&args)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            let result = runtime.block_on(executor.call(&tool, args, &ctx));
+            render::call_result(&tool, result, json)
+        }
+    }
+}
+
+fn executor(settings: &Settings, demo: bool) -> Result<Executor> {
+    let mut registry = Registry::new();
+    if demo {
+        demo::register(&mut registry)?;
+    }
+    let mut builder = Executor::builder(registry)
+        .policy(settings.policy.clone())
+        .input_mode(settings.input_mode);
+    if let Some(preset) = settings.preset {
+        builder = builder.tool_preset(preset);
+    }
+    if let Some(dir) = &settings.output_dir {
+        builder = builder.output_dir(dir.clone());
+    }
+    Ok(builder.build())
+}
+
+fn parse_args(raw: &str) -> Result<Value> {
+    let text = if raw == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .read_to_string(&mut buf)
+            .context("cannot read the arguments from stdin")?;
+        buf
+    } else {
+        raw.to_owned()
+    };
+    let value: Value = serde_json::from_str(&text).with_context(|| {
+        format!("the arguments are not valid JSON ({text:?}); pass an object such as '{{\"path\": \"src\"}}'")
+    })?;
+    if !value.is_object() {
+        bail!("the arguments must be a JSON object, not {value}");
+    }
+    Ok(value)
+}
+
+fn call_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("cli-{}-{nanos:x}", std::process::id())
+}

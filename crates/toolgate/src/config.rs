@@ -1,0 +1,557 @@
+//! Configuration: `toolgate.toml` in the project over
+//! `~/.config/toolgate/config.toml`, environment variables over both,
+//! command-line flags over everything.
+//!
+//! Top-level keys of the project file win over the user file's; a section
+//! (`[access]`, `[paths]`, ...) of the project file replaces the user file's
+//! section whole, so a layer is always what one file says. `[[rules]]` are
+//! concatenated, user rules first, so project rules win (last match wins).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toolgate_core::{EffectClass, InputMode, ToolPreset};
+use toolgate_policy::command::{CommandPolicy, ParseFallback};
+use toolgate_policy::{
+    AccessPolicy, PathPolicy, PathRules, PermissionRule, PermissionRules, Policy, PolicyPreset,
+    ResourcePolicy,
+};
+
+/// The project file's name.
+pub const PROJECT_FILE: &str = "toolgate.toml";
+
+/// One configuration file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Tool preset: coding, readonly, minimal, admin.
+    pub preset: Option<ToolPreset>,
+    /// Policy preset: permissive, standard, strict, readonly.
+    pub policy: Option<PolicyPreset>,
+    /// Refuse every input coercion.
+    pub strict_tool_input: Option<bool>,
+    /// Workspace roots (relative ones against the file's directory).
+    pub roots: Option<Vec<PathBuf>>,
+    /// Where uncut output of truncated results is kept.
+    pub output_dir: Option<PathBuf>,
+    /// The access layer, whole.
+    pub access: Option<AccessSection>,
+    /// Additions to (or, with `defaults = false`, a replacement of) the path layer.
+    pub paths: Option<PathsSection>,
+    /// Additions to (or a replacement of) the command layer.
+    pub commands: Option<CommandsSection>,
+    /// Output caps.
+    pub resources: Option<ResourcePolicy>,
+    /// Permission rules, appended to the defaults.
+    #[serde(default)]
+    pub rules: Vec<PermissionRule>,
+}
+
+/// `[access]`: replaces the access layer. Without `cap` there is no cap.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+    cap: Option<EffectClass>,
+}
+
+/// `[paths]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathsSection {
+    /// Keep the built-in entries (deny /proc, credential stores, ...).
+    #[serde(default = "yes")]
+    defaults: bool,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default = "yes")]
+    workspace_roots: bool,
+    #[serde(default = "yes")]
+    temp_dir: bool,
+}
+
+/// `[commands]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandsSection {
+    /// Keep the built-in denies (shutdown, mkfs*, fork bombs, dd to a disk).
+    #[serde(default = "yes")]
+    defaults: bool,
+    /// Denied binaries (globs over the base name).
+    #[serde(default)]
+    deny: Vec<String>,
+    /// Denied regexes over each single command.
+    #[serde(default)]
+    deny_patterns: Vec<String>,
+    /// `deny` or `sandbox` for scripts that cannot be analysed.
+    on_parse_error: Option<ParseFallback>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Where each file came from, for messages.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Files read, in order of increasing precedence.
+    pub files: Vec<PathBuf>,
+}
+
+/// Everything the commands need, resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Tool preset, if any.
+    pub preset: Option<ToolPreset>,
+    /// Policy preset used as the base.
+    pub policy_preset: PolicyPreset,
+    /// The policy with every layer.
+    pub policy: Policy,
+    /// Coerce or strict.
+    pub input_mode: InputMode,
+    /// Workspace roots.
+    pub roots: Vec<PathBuf>,
+    /// Output dir for uncut results.
+    pub output_dir: Option<PathBuf>,
+    /// Files that were read.
+    pub sources: Sources,
+}
+
+/// What the command line said that overrides files and environment.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--config FILE`: used instead of the project file.
+    pub config: Option<PathBuf>,
+    /// `--preset`.
+    pub preset: Option<ToolPreset>,
+    /// `--policy`.
+    pub policy: Option<PolicyPreset>,
+    /// `--root`, repeatable.
+    pub roots: Vec<PathBuf>,
+}
+
+/// The process environment the configuration reads, passed in explicitly.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// Variables by name.
+    pub vars: BTreeMap<String, String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+}
+
+impl Environment {
+    /// The real process environment.
+    pub fn capture() -> std::io::Result<Self> {
+        Ok(Environment {
+            vars: std::env::vars().collect(),
+            cwd: std::env::current_dir()?,
+        })
+    }
+
+    fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    fn home(&self) -> Option<PathBuf> {
+        self.var("HOME").map(PathBuf::from)
+    }
+
+    fn user_config(&self) -> Option<PathBuf> {
+        let base = match self.var("XDG_CONFIG_HOME") {
+            Some(dir) => PathBuf::from(dir),
+            None => self.home()?.join(".config"),
+        };
+        Some(base.join("toolgate").join("config.toml"))
+    }
+
+    /// `toolgate.toml` in the working directory or the nearest parent.
+    fn project_config(&self) -> Option<PathBuf> {
+        self.cwd
+            .ancestors()
+            .map(|dir| dir.join(PROJECT_FILE))
+            .find(|p| p.is_file())
+    }
+}
+
+/// A configuration problem, with where it is and what is expected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A file is not valid configuration.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// An environment variable has a bad value.
+    #[error("environment variable {name}={value:?}: {message}")]
+    Env {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is expected.
+        message: String,
+    },
+    /// The policy layers cannot be built.
+    #[error("{}: {message}", origin.display())]
+    Policy {
+        /// The file, or `<defaults>`.
+        origin: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads and parses one file.
+pub fn read_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let offset = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ConfigError::Parse {
+            path: path.to_owned(),
+            line,
+            column,
+            message: e.message().trim().to_owned(),
+        }
+    })
+}
+
+/// Loads the user file, the project file (or `--config`), the environment
+/// and the overrides, in that order of precedence.
+pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, ConfigError> {
+    let mut sources = Sources::default();
+    let mut layers: Vec<(ConfigFile, PathBuf)> = Vec::new();
+    let project = match &overrides.config {
+        Some(path) => Some(env.cwd.join(path)),
+        None => env.project_config(),
+    };
+    let user = env.user_config().filter(|p| p.is_file());
+    for path in user.into_iter().chain(project) {
+        let file = read_file(&path)?;
+        sources.files.push(path.clone());
+        layers.push((file, path));
+    }
+    let merged = merge(layers);
+    resolve(merged, env, overrides, sources)
+}
+
+/// A merged file and the directory relative paths are taken from.
+struct Merged {
+    file: ConfigFile,
+    base_dir: PathBuf,
+    origin: PathBuf,
+}
+
+fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
+    let mut merged: Option<Merged> = None;
+    for (file, path) in layers {
+        let base_dir = path.parent().map(Path::to_owned).unwrap_or_default();
+        merged = Some(match merged {
+            None => Merged {
+                file,
+                base_dir,
+                origin: path,
+            },
+            Some(lower) => {
+                let low = lower.file;
+                let mut rules = low.rules;
+                rules.extend(file.rules);
+                Merged {
+                    file: ConfigFile {
+                        preset: file.preset.or(low.preset),
+                        policy: file.policy.or(low.policy),
+                        strict_tool_input: file.strict_tool_input.or(low.strict_tool_input),
+                        roots: file.roots.or(low.roots),
+                        output_dir: file.output_dir.or(low.output_dir),
+                        access: file.access.or(low.access),
+                        paths: file.paths.or(low.paths),
+                        commands: file.commands.or(low.commands),
+                        resources: file.resources.or(low.resources),
+                        rules,
+                    },
+                    base_dir,
+                    origin: path,
+                }
+            }
+        });
+    }
+    merged
+}
+
+fn env_parsed<T>(
+    env: &Environment,
+    name: &'static str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
+    env.var(name)
+        .map(|value| {
+            parse(value).map_err(|message| ConfigError::Env {
+                name,
+                value: value.to_owned(),
+                message,
+            })
+        })
+        .transpose()
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err("expected true or false".to_owned()),
+    }
+}
+
+fn resolve(
+    merged: Option<Merged>,
+    env: &Environment,
+    overrides: &Overrides,
+    sources: Sources,
+) -> Result<Settings, ConfigError> {
+    let (file, base_dir, origin) = match merged {
+        Some(m) => (m.file, m.base_dir, m.origin),
+        None => (ConfigFile::default(), env.cwd.clone(), PathBuf::from("<defaults>")),
+    };
+    let preset = overrides
+        .preset
+        .or(env_parsed(env, "TOOLGATE_PRESET", |v| v.parse())?)
+        .or(file.preset);
+    let policy_preset = overrides
+        .policy
+        .or(env_parsed(env, "TOOLGATE_POLICY", |v| v.parse())?)
+        .or(file.policy)
+        .unwrap_or(PolicyPreset::Standard);
+    let strict = env_parsed(env, "TOOLGATE_STRICT_TOOL_INPUT", parse_bool)?
+        .or(file.strict_tool_input)
+        .unwrap_or(false);
+    let roots = if !overrides.roots.is_empty() {
+        overrides.roots.iter().map(|r| env.cwd.join(r)).collect()
+    } else if let Some(roots) = &file.roots {
+        roots.iter().map(|r| base_dir.join(r)).collect()
+    } else {
+        vec![env.cwd.clone()]
+    };
+    let policy = build_policy(&file, policy_preset, env.home().as_deref()).map_err(|message| {
+        ConfigError::Policy {
+            origin: origin.clone(),
+            message,
+        }
+    })?;
+    Ok(Settings {
+        preset,
+        policy_preset,
+        policy,
+        input_mode: if strict {
+            InputMode::Strict
+        } else {
+            InputMode::Coerce
+        },
+        roots,
+        output_dir: file.output_dir.as_ref().map(|d| base_dir.join(d)),
+        sources,
+    })
+}
+
+fn build_policy(
+    file: &ConfigFile,
+    preset: PolicyPreset,
+    home: Option<&Path>,
+) -> Result<Policy, String> {
+    let mut policy = Policy::preset(preset, home);
+    if let Some(access) = &file.access {
+        policy = policy.with_access(AccessPolicy {
+            allow: access.allow.clone(),
+            deny: access.deny.clone(),
+            cap: access.cap,
+        });
+    }
+    if let Some(paths) = &file.paths {
+        let mut rules = if paths.defaults {
+            PathRules::default()
+        } else {
+            PathRules {
+                deny: Vec::new(),
+                ..PathRules::default()
+            }
+        };
+        rules.allow.extend(paths.allow.iter().cloned());
+        rules.deny.extend(paths.deny.iter().cloned());
+        rules.workspace_roots = paths.workspace_roots;
+        rules.temp_dir = paths.temp_dir;
+        let layer = PathPolicy::new(rules, home, std::env::temp_dir()).map_err(|e| e.to_string())?;
+        policy = policy.with_paths(layer);
+    }
+    if let Some(commands) = &file.commands {
+        policy = policy.with_commands(command_layer(commands, preset)?);
+    }
+    if let Some(resources) = file.resources {
+        policy = policy.with_resources(resources);
+    }
+    if !file.rules.is_empty() {
+        let mut rules = PermissionRules::standard();
+        for rule in &file.rules {
+            rules.push(rule.clone());
+        }
+        policy = policy.with_rules(rules);
+    }
+    Ok(policy)
+}
+
+fn command_layer(section: &CommandsSection, preset: PolicyPreset) -> Result<CommandPolicy, String> {
+    let fallback = section.on_parse_error.unwrap_or(preset.parse_fallback());
+    let mut layer = if section.defaults {
+        CommandPolicy::standard().with_parse_fallback(fallback)
+    } else {
+        CommandPolicy::new(&[], &[], fallback).map_err(|e| e.to_string())?
+    };
+    for binary in &section.deny {
+        layer = layer.deny_binary(binary).map_err(|e| e.to_string())?;
+    }
+    for pattern in &section.deny_patterns {
+        layer = layer.deny_pattern(pattern).map_err(|e| e.to_string())?;
+    }
+    Ok(layer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn parse_err(text: &str) -> String {
+        parse(text, Path::new("/p/toolgate.toml")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_what_is_expected() {
+        assert_eq!(
+            parse_err("policy = \"standard\"\nsurprise = 1\n"),
+            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`"
+        );
+        assert_eq!(
+            parse_err("policy = \"lenient\"\n"),
+            "/p/toolgate.toml:1:10: unknown variant `lenient`, expected one of `permissive`, `standard`, `strict`, `readonly`"
+        );
+        assert_eq!(
+            parse_err("[access]\ncap = \"medium\"\n"),
+            "/p/toolgate.toml:2:7: unknown variant `medium`, expected one of `read`, `mutate-reversible`, `mutate-irreversible`, `destructive`"
+        );
+        assert_eq!(
+            parse_err("strict_tool_input = \"yes\"\n"),
+            "/p/toolgate.toml:1:21: invalid type: string \"yes\", expected a boolean"
+        );
+        assert_eq!(
+            parse_err("[[rules]]\npattern = \"*\"\naction = \"maybe\"\n"),
+            "/p/toolgate.toml:3:10: unknown variant `maybe`, expected one of `allow`, `ask`, `deny`"
+        );
+        assert_eq!(
+            parse_err("[resources]\nmax_output_lines = -1\n"),
+            "/p/toolgate.toml:2:20: invalid value: integer `-1`, expected usize"
+        );
+    }
+
+    fn env(vars: &[(&str, &str)]) -> Environment {
+        Environment {
+            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            cwd: PathBuf::from("/nonexistent-cwd"),
+        }
+    }
+
+    #[test]
+    fn environment_over_files_and_flags_over_environment() {
+        let file = ConfigFile {
+            policy: Some(PolicyPreset::Permissive),
+            strict_tool_input: Some(false),
+            ..ConfigFile::default()
+        };
+        let merged = || {
+            Some(Merged {
+                file: file.clone(),
+                base_dir: PathBuf::from("/p"),
+                origin: PathBuf::from("/p/toolgate.toml"),
+            })
+        };
+        let none = Overrides::default();
+        let s = resolve(merged(), &env(&[]), &none, Sources::default()).unwrap();
+        assert_eq!(s.policy_preset, PolicyPreset::Permissive);
+        assert_eq!(s.input_mode, InputMode::Coerce);
+
+        let e = env(&[("TOOLGATE_POLICY", "strict"), ("TOOLGATE_STRICT_TOOL_INPUT", "true")]);
+        let s = resolve(merged(), &e, &none, Sources::default()).unwrap();
+        assert_eq!(s.policy_preset, PolicyPreset::Strict);
+        assert_eq!(s.input_mode, InputMode::Strict);
+        assert_eq!(s.policy.access.cap, Some(EffectClass::MutateReversible));
+
+        let flags = Overrides {
+            policy: Some(PolicyPreset::Readonly),
+            ..Overrides::default()
+        };
+        let s = resolve(merged(), &e, &flags, Sources::default()).unwrap();
+        assert_eq!(s.policy_preset, PolicyPreset::Readonly);
+
+        let bad = env(&[("TOOLGATE_STRICT_TOOL_INPUT", "maybe")]);
+        let err = resolve(merged(), &bad, &none, Sources::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable TOOLGATE_STRICT_TOOL_INPUT=\"maybe\": expected true or false"
+        );
+    }
+
+    #[test]
+    fn project_sections_replace_user_sections_and_rules_concatenate() {
+        let user = parse(
+            "policy = \"strict\"\npreset = \"coding\"\n[access]\ndeny = [\"bash\"]\ncap = \"read\"\n[[rules]]\npattern = \"a\"\naction = \"deny\"\n",
+            Path::new("/u/config.toml"),
+        )
+        .unwrap();
+        let project = parse(
+            "policy = \"standard\"\n[access]\nallow = [\"read\"]\n[[rules]]\npattern = \"b\"\naction = \"ask\"\n",
+            Path::new("/p/toolgate.toml"),
+        )
+        .unwrap();
+        let merged = merge(vec![
+            (user, PathBuf::from("/u/config.toml")),
+            (project, PathBuf::from("/p/toolgate.toml")),
+        ])
+        .unwrap();
+        assert_eq!(merged.file.policy, Some(PolicyPreset::Standard));
+        assert_eq!(merged.file.preset, Some(ToolPreset::Coding));
+        let s = resolve(Some(merged), &env(&[]), &Overrides::default(), Sources::default()).unwrap();
+        // The project's [access] has no cap, so the layer has none.
+        assert_eq!(s.policy.access.cap, None);
+        assert_eq!(s.policy.access.allow, vec!["read".to_owned()]);
+        assert!(s.policy.access.deny.is_empty());
+        let patterns: Vec<&str> = s.policy.rules.rules().iter().map(|r| r.pattern.as_str()).collect();
+        assert_eq!(patterns, ["elevated", "a", "b"]);
+    }
+}

@@ -1,0 +1,202 @@
+//! What the commands print: tables for people, JSON with `--json`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use toolgate_core::Content;
+use toolgate_policy::{Access, CallError, CallResult, Executor, Explanation};
+
+use crate::config::Settings;
+
+/// `toolgate tools`.
+pub fn tools(executor: &Executor, settings: &Settings, as_json: bool) -> Result<()> {
+    let statuses = executor.tools();
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let rows: Vec<Value> = statuses
+            .iter()
+            .map(|s| {
+                let (active, reason) = match &s.access {
+                    Access::Active => (true, None),
+                    Access::Inactive { reason } => (false, Some(reason)),
+                };
+                json!({
+                    "name": s.spec.name,
+                    "effect_class": s.spec.effect_class,
+                    "idempotency": s.spec.idempotency,
+                    "group": s.spec.group,
+                    "version": s.spec.version,
+                    "deferred": s.deferred,
+                    "active": active,
+                    "reason": reason,
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(());
+    }
+    let cap = settings
+        .policy
+        .access
+        .cap
+        .map_or("none".to_owned(), |c| c.to_string());
+    let preset = settings.preset.map_or("none".to_owned(), |p| p.to_string());
+    let files: Vec<String> = settings
+        .sources
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let config = if files.is_empty() {
+        "embedded defaults".to_owned()
+    } else {
+        files.join(", ")
+    };
+    writeln!(
+        out,
+        "policy {} (cap {cap}), tool preset {preset}, config: {config}",
+        settings.policy_preset
+    )?;
+    if statuses.is_empty() {
+        writeln!(
+            out,
+            "no tools registered (add --demo for the demonstration tools)"
+        )?;
+        return Ok(());
+    }
+    let mut rows = vec![[
+        "NAME".to_owned(),
+        "CLASS".to_owned(),
+        "IDEMPOTENCY".to_owned(),
+        "GROUP".to_owned(),
+        "STATUS".to_owned(),
+    ]];
+    for s in &statuses {
+        let status = match &s.access {
+            Access::Active if s.deferred => "deferred".to_owned(),
+            Access::Active => "active".to_owned(),
+            Access::Inactive { reason } => format!("inactive: {reason}"),
+        };
+        rows.push([
+            s.spec.name.clone(),
+            s.spec.effect_class.to_string(),
+            s.spec
+                .idempotency
+                .map_or("-".to_owned(), |i| i.to_string()),
+            s.spec.group.clone().unwrap_or_else(|| "-".to_owned()),
+            status,
+        ]);
+    }
+    write_table(&mut out, &rows)?;
+    let active = statuses
+        .iter()
+        .filter(|s| s.access == Access::Active && !s.deferred)
+        .count();
+    writeln!(out, "{active} of {} tools active", statuses.len())?;
+    Ok(())
+}
+
+fn write_table<const N: usize>(out: &mut impl Write, rows: &[[String; N]]) -> Result<()> {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == N {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+/// `toolgate policy explain`.
+pub fn explanation(explanation: &Explanation, as_json: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        writeln!(out, "{}", serde_json::to_string_pretty(explanation)?)?;
+        return Ok(());
+    }
+    let rows: Vec<[String; 3]> = explanation
+        .stages
+        .iter()
+        .map(|s| {
+            let outcome = serde_json::to_value(s.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            [s.stage.as_str().to_owned(), outcome, s.detail.clone()]
+        })
+        .collect();
+    write_table(&mut out, &rows)?;
+    writeln!(out, "decision: {}", explanation.decision)?;
+    Ok(())
+}
+
+/// `toolgate call`: the text on stdout, or everything as JSON; an error on stderr.
+pub fn call_result(
+    tool: &str,
+    result: Result<CallResult, CallError>,
+    as_json: bool,
+) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    let result = match result {
+        Ok(result) => result,
+        Err(error) => {
+            if as_json {
+                let body = json!({
+                    "tool": tool,
+                    "error": error.to_string(),
+                    "stage": error.stage().as_str(),
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&body)?)?;
+            } else {
+                eprintln!("toolgate: {error}");
+            }
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let code = if result.output.is_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if as_json {
+        let body = json!({
+            "tool": tool,
+            "content": result.output.content,
+            "structured": result.output.structured,
+            "is_error": result.output.is_error,
+            "truncated": result.truncated,
+            "full_output": result.full_output,
+            "decision": result.decision,
+            "duration_us": u64::try_from(result.duration.as_micros()).unwrap_or(u64::MAX),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&body)?)?;
+        return Ok(code);
+    }
+    for part in &result.output.content {
+        match part {
+            Content::Text { text } => {
+                write!(out, "{text}")?;
+                if !text.ends_with('\n') {
+                    writeln!(out)?;
+                }
+            }
+            Content::Image { mime_type, data } => {
+                writeln!(out, "[image {mime_type}, {} bytes of base64]", data.len())?;
+            }
+            _ => {}
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,320 @@
+//! The real `toolgate` binary, run in an isolated home and project directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("project/sub")).unwrap();
+        Sandbox { dir }
+    }
+
+    fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    fn write(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.args(args)
+            .current_dir(cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path().join("home"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("home/.config"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_in(&self.project(), args, &[])
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tools_json(s: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Vec<(String, bool, Option<String>)> {
+    let mut all = vec!["--demo", "tools", "--json"];
+    all.extend_from_slice(args);
+    let o = s.run_in(&s.project(), &all, env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    rows.iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["active"].as_bool().unwrap(),
+                r["reason"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+fn active_names(rows: &[(String, bool, Option<String>)]) -> Vec<&str> {
+    rows.iter().filter(|r| r.1).map(|r| r.0.as_str()).collect()
+}
+
+#[test]
+fn tools_lists_class_idempotency_group_and_status() {
+    let s = Sandbox::new();
+    let o = s.run(&["--demo", "tools"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "policy standard (cap mutate-irreversible), tool preset none, config: embedded defaults\n\
+NAME        CLASS                IDEMPOTENCY       GROUP       STATUS\n\
+demo_echo   read                 -                 group:demo  active\n\
+demo_flood  read                 -                 group:demo  active\n\
+demo_shell  mutate-irreversible  at-most-once      group:demo  active\n\
+demo_touch  mutate-reversible    check-before-act  group:demo  active\n\
+demo_wipe   destructive          at-most-once      group:demo  inactive: effect class destructive exceeds the policy cap mutate-irreversible\n\
+4 of 5 tools active\n"
+    );
+    let o = s.run(&["tools"]);
+    assert!(stdout(&o).contains("no tools registered (add --demo"), "{}", stdout(&o));
+
+    let rows = tools_json(&s, &[], &[]);
+    assert_eq!(active_names(&rows), ["demo_echo", "demo_flood", "demo_shell", "demo_touch"]);
+    let o = s.run(&["--demo", "tools", "--json"]);
+    let parsed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        parsed[2],
+        json!({"name": "demo_shell", "effect_class": "mutate-irreversible", "idempotency": "at-most-once",
+               "group": "group:demo", "version": null, "deferred": false, "active": true, "reason": null})
+    );
+}
+
+#[test]
+fn policy_and_preset_flags_change_what_is_active() {
+    let s = Sandbox::new();
+    let cases: Vec<(&[&str], Vec<&str>)> = vec![
+        (&["--policy", "permissive"], vec!["demo_echo", "demo_flood", "demo_shell", "demo_touch", "demo_wipe"]),
+        (&["--policy", "strict"], vec!["demo_echo", "demo_flood", "demo_touch"]),
+        (&["--policy", "readonly"], vec!["demo_echo", "demo_flood"]),
+        (&["--preset", "coding"], vec![]),
+    ];
+    for (flags, expected) in cases {
+        let rows = tools_json(&s, flags, &[]);
+        assert_eq!(active_names(&rows), expected, "{flags:?}");
+    }
+    let rows = tools_json(&s, &["--preset", "readonly"], &[]);
+    assert_eq!(rows[0].2.as_deref(), Some("not in the readonly tool preset"));
+
+    let o = s.run(&["--demo", "tools", "--policy", "lenient"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown policy `lenient`, expected one of: permissive, standard, strict, readonly"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn explain_shows_every_layer_in_order_and_the_decision() {
+    let s = Sandbox::new();
+    let o = s.run(&[
+        "--demo",
+        "policy",
+        "explain",
+        "demo_shell",
+        r#"{"command": "make && /sbin/shutdown -h now", "timeout": "30"}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let stages: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .map(|s| Box::leak(s.into_boxed_str()) as &str)
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "lookup pass",
+            "validate pass",
+            "access pass",
+            "paths skip",
+            "commands fail",
+            "rules pass",
+            "decision: deny:"
+        ],
+        "{text}"
+    );
+    assert!(text.contains("arguments fit the schema after coercion"), "{text}");
+    assert!(text.contains("`shutdown` is a denied command"), "{text}");
+
+    let o = s.run(&["--demo", "policy", "explain", "demo_touch", r#"{"path": "src/lib.rs"}"#, "--json"]);
+    let explanation: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(explanation["decision"], json!({"decision": "allow"}));
+    let paths = &explanation["stages"][3];
+    assert_eq!(paths["stage"], "paths");
+    assert_eq!(
+        paths["detail"],
+        format!(
+            "allowed: {}/src/lib.rs (workspace root {})",
+            s.project().display(),
+            s.project().display()
+        )
+    );
+}
+
+#[test]
+fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
+    let s = Sandbox::new();
+    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi", "times": "2"}"#]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "hi\nhi\n".to_owned()), "{}", stderr(&o));
+
+    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#, "--json"]);
+    let body: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(body["content"], json!([{"type": "text", "text": "hi"}]));
+    assert_eq!(body["structured"], json!({"times": 1}));
+    assert_eq!(body["decision"], json!({"decision": "allow"}));
+
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["call", "demo_touch", r#"{"path": "../../../../etc/shadow"}"#], 1,
+         "toolgate: denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`"),
+        (vec!["call", "demo_echo", r#"{"text": "hi", "times": "1; rm -rf /"}"#], 1,
+         "toolgate: invalid arguments at /times: expected integer or null"),
+        (vec!["call", "demo_echo", r#"{"txt": "hi"}"#], 1,
+         "toolgate: invalid arguments: unknown field `txt`; missing required field \"text\""),
+        (vec!["call", "demo_wipe", r#"{"target": "/"}"#], 1,
+         "toolgate: tool `demo_wipe` is inactive: effect class destructive exceeds the policy cap mutate-irreversible"),
+        (vec!["call", "demo_ech", "{}"], 1, "toolgate: unknown tool `demo_ech`; did you mean `demo_echo`?"),
+        (vec!["call", "demo_echo", "{not json"], 2, "toolgate: the arguments are not valid JSON"),
+        (vec!["call", "demo_echo", "[1]"], 2, "toolgate: the arguments must be a JSON object, not [1]"),
+    ];
+    for (args, code, message) in cases {
+        let mut all = vec!["--demo"];
+        all.extend(args.iter().copied());
+        let o = s.run(&all);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with(message), "{args:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "", "{args:?}");
+    }
+
+    let o = s.run(&["--demo", "call", "demo_wipe", r#"{"target": "/"}"#, "--json"]);
+    let body: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(body["stage"], "access");
+}
+
+#[test]
+fn config_files_environment_and_flags_stack_in_order() {
+    let s = Sandbox::new();
+    // User file: readonly. Project file: permissive. Env: strict. Flag: standard.
+    s.write("home/.config/toolgate/config.toml", "policy = \"readonly\"\n");
+    assert_eq!(active_names(&tools_json(&s, &[], &[])), ["demo_echo", "demo_flood"]);
+    s.write("project/toolgate.toml", "policy = \"permissive\"\n");
+    assert_eq!(active_names(&tools_json(&s, &[], &[])).len(), 5);
+    let strict = [("TOOLGATE_POLICY", "strict")];
+    assert_eq!(active_names(&tools_json(&s, &[], &strict)), ["demo_echo", "demo_flood", "demo_touch"]);
+    assert_eq!(active_names(&tools_json(&s, &["--policy", "standard"], &strict)).len(), 4);
+
+    // The project file is found from a subdirectory.
+    let o = s.run_in(&s.project().join("sub"), &["--demo", "tools"], &[]);
+    assert!(stdout(&o).starts_with("policy permissive (cap destructive)"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("toolgate.toml"), "{}", stdout(&o));
+
+    // Strict input from the environment and from the file.
+    let call = ["--demo", "call", "demo_echo", r#"{"text": "x", "times": "2"}"#];
+    let o = s.run_in(&s.project(), &call, &[("TOOLGATE_STRICT_TOOL_INPUT", "true")]);
+    assert_eq!(stderr(&o), "toolgate: invalid arguments at /times: expected integer or null\n");
+    s.write("project/toolgate.toml", "strict_tool_input = true\n");
+    let o = s.run(&call);
+    assert_eq!(o.status.code(), Some(1));
+    let o = s.run_in(&s.project(), &call, &[("TOOLGATE_STRICT_TOOL_INPUT", "false")]);
+    assert_eq!(stdout(&o), "x\nx\n");
+    let o = s.run_in(&s.project(), &call, &[("TOOLGATE_STRICT_TOOL_INPUT", "perhaps")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "toolgate: environment variable TOOLGATE_STRICT_TOOL_INPUT=\"perhaps\": expected true or false\n"
+    );
+}
+
+#[test]
+fn config_errors_name_file_line_and_expectation() {
+    let s = Sandbox::new();
+    let path = s.write("project/toolgate.toml", "policy = \"standard\"\n\n[access]\ncaps = \"read\"\n");
+    let o = s.run(&["tools"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "toolgate: {}:4:1: unknown field `caps`, expected one of `allow`, `deny`, `cap`\n",
+            path.display()
+        )
+    );
+    s.write("project/toolgate.toml", "[paths]\ndeny = [\"/a/[b\"]\n");
+    let o = s.run(&["tools"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid path pattern `/a/[b`"), "{}", stderr(&o));
+    let o = s.run(&["--config", "missing.toml", "tools"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).starts_with("toolgate: cannot read "), "{}", stderr(&o));
+}
+
+#[test]
+fn config_layers_rules_and_output_dir_take_effect() {
+    let s = Sandbox::new();
+    s.write(
+        "project/toolgate.toml",
+        r#"
+output_dir = "out"
+
+[access]
+deny = ["demo_echo"]
+
+[paths]
+deny = ["**/secrets/**"]
+
+[resources]
+max_output_lines = 20
+
+[[rules]]
+pattern = "demo_touch"
+action = "ask"
+reason = "touching files is reviewed"
+"#,
+    );
+    // [access] without a cap: the destructive demo tool is active.
+    let rows = tools_json(&s, &[], &[]);
+    assert_eq!(active_names(&rows), ["demo_flood", "demo_shell", "demo_touch", "demo_wipe"]);
+    let o = s.run(&["--demo", "call", "demo_touch", r#"{"path": "a.txt"}"#]);
+    assert_eq!(stderr(&o), "toolgate: approval required: touching files is reviewed\n");
+    let o = s.run(&["--demo", "policy", "explain", "demo_touch", r#"{"path": "x/secrets/k"}"#]);
+    assert!(stdout(&o).contains("matches the denied pattern `**/secrets/**`"), "{}", stdout(&o));
+    // The defaults are kept next to the additions.
+    let o = s.run(&["--demo", "policy", "explain", "demo_touch", r#"{"path": "/proc/1/mem"}"#]);
+    assert!(stdout(&o).contains("matches the denied pattern `/proc/**`"), "{}", stdout(&o));
+
+    let o = s.run(&["--demo", "call", "demo_flood", r#"{"lines": 1000}"#, "--json"]);
+    let body: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(body["truncated"], true);
+    let text = body["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("[... 981 lines omitted ...]"), "{text}");
+    let saved = PathBuf::from(body["full_output"].as_str().unwrap());
+    assert!(saved.starts_with(s.project().join("out")), "{}", saved.display());
+    assert_eq!(std::fs::read_to_string(saved).unwrap().lines().count(), 1000);
+}
