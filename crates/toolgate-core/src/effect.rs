@@ -10,9 +10,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// The order is what policy caps compare against: a cap of
 /// `MutateReversible` admits `Read` and `MutateReversible` tools only.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EffectClass {
     /// Observes, never changes anything.

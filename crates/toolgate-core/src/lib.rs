@@ -24,9 +24,7 @@ pub use event::{EventSink, ToolEvent, ToolEventKind};
 pub use preset::{BUILTIN_TOOLS, ToolPreset};
 pub use registry::{RegisteredTool, Registry, ToolListing, ToolRegistrationError};
 pub use spec::{DynamicToolSpec, SchemaMode, ToolOrigin, ToolSpec};
-pub use tool::{
-    CallContext, Content, Tool, ToolError, ToolHandler, ToolOutput, Typed, TypedTool,
-};
+pub use tool::{CallContext, Content, Tool, ToolError, ToolHandler, ToolOutput, Typed, TypedTool};
 pub use validate::{InputMode, InputValidator, InvalidInput};
 
 pub use async_trait::async_trait;

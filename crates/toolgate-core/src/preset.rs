@@ -102,7 +102,9 @@ impl FromStr for ToolPreset {
             .into_iter()
             .find(|p| p.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown tool preset `{s}`, expected one of: coding, readonly, minimal, admin")
+                format!(
+                    "unknown tool preset `{s}`, expected one of: coding, readonly, minimal, admin"
+                )
             })
     }
 }
@@ -114,7 +116,10 @@ mod tests {
 
     #[test]
     fn presets_select_their_tools() {
-        assert_eq!(ToolPreset::Coding.tools(), ["read", "write", "edit", "bash"]);
+        assert_eq!(
+            ToolPreset::Coding.tools(),
+            ["read", "write", "edit", "bash"]
+        );
         assert_eq!(ToolPreset::Readonly.tools(), ["read", "grep", "find", "ls"]);
         assert_eq!(ToolPreset::Minimal.tools(), ["read", "bash"]);
         let admin = ToolPreset::Admin.tools();

@@ -22,7 +22,9 @@ pub enum ToolRegistrationError {
         tool: String,
     },
     /// The name does not fit `[A-Za-z0-9_-]{{1,64}}`.
-    #[error("tool name `{tool}` is invalid: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")]
+    #[error(
+        "tool name `{tool}` is invalid: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`"
+    )]
     InvalidName {
         /// The name.
         tool: String,
@@ -181,14 +183,14 @@ impl Registry {
             return Err(ToolRegistrationError::DuplicateName { tool: spec.name });
         }
         let validator = match spec.schema_mode {
-            SchemaMode::Validated => Some(Arc::new(
-                InputValidator::new(&spec.input_schema).map_err(|message| {
-                    ToolRegistrationError::InvalidSchema {
+            SchemaMode::Validated => {
+                Some(Arc::new(InputValidator::new(&spec.input_schema).map_err(
+                    |message| ToolRegistrationError::InvalidSchema {
                         tool: spec.name.clone(),
                         message,
-                    }
-                })?,
-            )),
+                    },
+                )?))
+            }
             SchemaMode::Passthrough => None,
         };
         let pool = if deferred {
@@ -245,7 +247,10 @@ impl Registry {
 
     /// The deferred tools as listing lines, sorted by name.
     pub fn list_deferred(&self) -> Vec<ToolListing> {
-        self.deferred.values().map(RegisteredTool::listing).collect()
+        self.deferred
+            .values()
+            .map(RegisteredTool::listing)
+            .collect()
     }
 }
 

@@ -172,8 +172,8 @@ impl<T: TypedTool> Typed<T> {
 #[async_trait]
 impl<T: TypedTool> ToolHandler for Typed<T> {
     async fn call(&self, args: Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
-        let args: T::Args = serde_json::from_value(args)
-            .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        let args: T::Args =
+            serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         self.inner.run(args, ctx).await
     }
 }

@@ -192,23 +192,21 @@ impl InputValidator {
         if depth >= MAX_DEPTH {
             return Ok(());
         }
-        if let Some(types) = self.declared_types(schema, depth) {
-            if !types.iter().any(|t| fits(value, t)) {
-                let coerced = match (mode, &*value) {
-                    (InputMode::Coerce, Value::String(s)) => coerce(s, &types),
-                    _ => None,
-                };
-                match coerced {
-                    Some(v) => *value = v,
-                    None => {
-                        return Err(InvalidInput {
-                            pointer: pointer.clone(),
-                            message: format!("expected {}", types.join(" or ")),
-                            more: Vec::new(),
-                        });
-                    }
-                }
-            }
+        if let Some(types) = self.declared_types(schema, depth)
+            && !types.iter().any(|t| fits(value, t))
+        {
+            let coerced = match (mode, &*value) {
+                (InputMode::Coerce, Value::String(s)) => coerce(s, &types),
+                _ => None,
+            };
+            let Some(coerced) = coerced else {
+                return Err(InvalidInput {
+                    pointer: pointer.clone(),
+                    message: format!("expected {}", types.join(" or ")),
+                    more: Vec::new(),
+                });
+            };
+            *value = coerced;
         }
         let schema = self.branch_for(schema, value, depth);
         match value {
@@ -304,7 +302,10 @@ fn coerce(s: &str, types: &[&str]) -> Option<Value> {
             serde_json::from_str(s).ok()?
         }
     };
-    types.iter().any(|t| fits(&candidate, t)).then_some(candidate)
+    types
+        .iter()
+        .any(|t| fits(&candidate, t))
+        .then_some(candidate)
 }
 
 fn describe(kind: &ValidationErrorKind) -> String {

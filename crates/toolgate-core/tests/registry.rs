@@ -1,12 +1,14 @@
 //! Registration rules, driven through the public API.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate_core::{
-    CallContext, DynamicToolSpec, EffectClass, Idempotency, Registry, Tool, ToolError,
-    ToolHandler, ToolListing, ToolOutput, ToolRegistrationError, ToolSpec, async_trait,
+    CallContext, DynamicToolSpec, EffectClass, Idempotency, Registry, Tool, ToolError, ToolHandler,
+    ToolListing, ToolOutput, ToolRegistrationError, ToolSpec, async_trait,
 };
 
 struct Fixed(ToolSpec);
@@ -40,8 +42,16 @@ fn valid_names_and_contracts_register() {
     for (name, class, idem) in [
         ("read", EffectClass::Read, None),
         ("a", EffectClass::Read, None),
-        ("Tool_2-x", EffectClass::MutateReversible, Some(Idempotency::CheckBeforeAct)),
-        (&"n".repeat(64)[..], EffectClass::Destructive, Some(Idempotency::AtMostOnce)),
+        (
+            "Tool_2-x",
+            EffectClass::MutateReversible,
+            Some(Idempotency::CheckBeforeAct),
+        ),
+        (
+            &"n".repeat(64)[..],
+            EffectClass::Destructive,
+            Some(Idempotency::AtMostOnce),
+        ),
     ] {
         reg.register(tool(name, class, idem)).unwrap();
     }
@@ -53,7 +63,12 @@ fn registration_errors_name_the_tool_and_the_problem() {
     let long = "n".repeat(65);
     let cases: Vec<(&str, EffectClass, Option<Idempotency>, &str)> = vec![
         ("", EffectClass::Read, None, "tool name `` is invalid"),
-        ("has space", EffectClass::Read, None, "tool name `has space` is invalid"),
+        (
+            "has space",
+            EffectClass::Read,
+            None,
+            "tool name `has space` is invalid",
+        ),
         ("dots.not.allowed", EffectClass::Read, None, "is invalid"),
         ("ünïcode", EffectClass::Read, None, "is invalid"),
         (&long, EffectClass::Read, None, "is invalid"),
@@ -78,7 +93,10 @@ fn registration_errors_name_the_tool_and_the_problem() {
             "{name:?}: `{err}` does not contain `{expected}`"
         );
         let err = reg.register_deferred(tool(name, class, idem)).unwrap_err();
-        assert!(err.to_string().contains(expected), "deferred {name:?}: {err}");
+        assert!(
+            err.to_string().contains(expected),
+            "deferred {name:?}: {err}"
+        );
         assert_eq!(reg.active().count() + reg.deferred().count(), 0);
     }
 }
@@ -87,10 +105,12 @@ fn registration_errors_name_the_tool_and_the_problem() {
 fn duplicate_names_are_refused_across_both_pools() {
     let mut reg = Registry::new();
     reg.register(tool("grep", EffectClass::Read, None)).unwrap();
-    reg.register_deferred(tool("lazy", EffectClass::Read, None)).unwrap();
+    reg.register_deferred(tool("lazy", EffectClass::Read, None))
+        .unwrap();
     for name in ["grep", "lazy"] {
         assert_eq!(
-            reg.register(tool(name, EffectClass::Read, None)).unwrap_err(),
+            reg.register(tool(name, EffectClass::Read, None))
+                .unwrap_err(),
             ToolRegistrationError::DuplicateName { tool: name.into() }
         );
         assert_eq!(
@@ -105,7 +125,11 @@ fn duplicate_names_are_refused_across_both_pools() {
 fn dynamic_specs_parse_their_strings_or_are_refused() {
     let mut reg = Registry::new();
     reg.register_dynamic(
-        DynamicToolSpec::new("remote_write", "mutate-irreversible", Some("provider-native")),
+        DynamicToolSpec::new(
+            "remote_write",
+            "mutate-irreversible",
+            Some("provider-native"),
+        ),
         handler(),
     )
     .unwrap();
@@ -137,7 +161,8 @@ fn dynamic_specs_parse_their_strings_or_are_refused() {
     bad_schema.input_schema = json!({"type": "no-such-type"});
     let err = reg.register_dynamic(bad_schema, handler()).unwrap_err();
     assert!(
-        err.to_string().starts_with("tool `bad_schema` has an invalid input schema"),
+        err.to_string()
+            .starts_with("tool `bad_schema` has an invalid input schema"),
         "{err}"
     );
     assert_eq!(reg.list().len(), 1);

@@ -1,6 +1,8 @@
 //! The coercion matrix in both modes, and property tests that validation
 //! never lets through a value the schema forbids.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -37,59 +39,219 @@ fn schema() -> Value {
 
 /// `(arguments, result in coerce mode, result in strict mode)`; an `Err`
 /// holds the exact message.
-type Case = (Value, Result<Value, &'static str>, Result<Value, &'static str>);
+type Case = (
+    Value,
+    Result<Value, &'static str>,
+    Result<Value, &'static str>,
+);
 
 fn cases() -> Vec<Case> {
     vec![
         // Well-typed input passes unchanged in both modes.
-        (json!({"req": 1, "i": 2, "n": 1.5, "b": true, "s": "x"}), Ok(json!({"req": 1, "i": 2, "n": 1.5, "b": true, "s": "x"})), Ok(json!({"req": 1, "i": 2, "n": 1.5, "b": true, "s": "x"}))),
+        (
+            json!({"req": 1, "i": 2, "n": 1.5, "b": true, "s": "x"}),
+            Ok(json!({"req": 1, "i": 2, "n": 1.5, "b": true, "s": "x"})),
+            Ok(json!({"req": 1, "i": 2, "n": 1.5, "b": true, "s": "x"})),
+        ),
         // Stringified scalars.
-        (json!({"req": "5"}), Ok(json!({"req": 5})), Err("invalid arguments at /req: expected integer")),
-        (json!({"req": 1, "i": "-7"}), Ok(json!({"req": 1, "i": -7})), Err("invalid arguments at /i: expected integer")),
-        (json!({"req": 1, "n": "2.5"}), Ok(json!({"req": 1, "n": 2.5})), Err("invalid arguments at /n: expected number")),
-        (json!({"req": 1, "n": "3"}), Ok(json!({"req": 1, "n": 3})), Err("invalid arguments at /n: expected number")),
-        (json!({"req": 1, "b": "true"}), Ok(json!({"req": 1, "b": true})), Err("invalid arguments at /b: expected boolean")),
-        (json!({"req": 1, "b": "false"}), Ok(json!({"req": 1, "b": false})), Err("invalid arguments at /b: expected boolean")),
-        (json!({"req": 1, "limit": "10"}), Ok(json!({"req": 1, "limit": 10})), Err("invalid arguments at /limit: expected number")),
+        (
+            json!({"req": "5"}),
+            Ok(json!({"req": 5})),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"req": 1, "i": "-7"}),
+            Ok(json!({"req": 1, "i": -7})),
+            Err("invalid arguments at /i: expected integer"),
+        ),
+        (
+            json!({"req": 1, "n": "2.5"}),
+            Ok(json!({"req": 1, "n": 2.5})),
+            Err("invalid arguments at /n: expected number"),
+        ),
+        (
+            json!({"req": 1, "n": "3"}),
+            Ok(json!({"req": 1, "n": 3})),
+            Err("invalid arguments at /n: expected number"),
+        ),
+        (
+            json!({"req": 1, "b": "true"}),
+            Ok(json!({"req": 1, "b": true})),
+            Err("invalid arguments at /b: expected boolean"),
+        ),
+        (
+            json!({"req": 1, "b": "false"}),
+            Ok(json!({"req": 1, "b": false})),
+            Err("invalid arguments at /b: expected boolean"),
+        ),
+        (
+            json!({"req": 1, "limit": "10"}),
+            Ok(json!({"req": 1, "limit": 10})),
+            Err("invalid arguments at /limit: expected number"),
+        ),
         // Strings that are not exactly a scalar of the declared type stay refused.
-        (json!({"req": "1; rm -rf /"}), Err("invalid arguments at /req: expected integer"), Err("invalid arguments at /req: expected integer")),
-        (json!({"req": "2.5"}), Err("invalid arguments at /req: expected integer"), Err("invalid arguments at /req: expected integer")),
-        (json!({"req": " 5"}), Err("invalid arguments at /req: expected integer"), Err("invalid arguments at /req: expected integer")),
-        (json!({"req": "0x10"}), Err("invalid arguments at /req: expected integer"), Err("invalid arguments at /req: expected integer")),
-        (json!({"req": 1, "b": "yes"}), Err("invalid arguments at /b: expected boolean"), Err("invalid arguments at /b: expected boolean")),
-        (json!({"req": 1, "b": "True"}), Err("invalid arguments at /b: expected boolean"), Err("invalid arguments at /b: expected boolean")),
-        (json!({"req": 1, "n": "NaN"}), Err("invalid arguments at /n: expected number"), Err("invalid arguments at /n: expected number")),
-        (json!({"req": 1, "n": "1e999"}), Err("invalid arguments at /n: expected number"), Err("invalid arguments at /n: expected number")),
+        (
+            json!({"req": "1; rm -rf /"}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"req": "2.5"}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"req": " 5"}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"req": "0x10"}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"req": 1, "b": "yes"}),
+            Err("invalid arguments at /b: expected boolean"),
+            Err("invalid arguments at /b: expected boolean"),
+        ),
+        (
+            json!({"req": 1, "b": "True"}),
+            Err("invalid arguments at /b: expected boolean"),
+            Err("invalid arguments at /b: expected boolean"),
+        ),
+        (
+            json!({"req": 1, "n": "NaN"}),
+            Err("invalid arguments at /n: expected number"),
+            Err("invalid arguments at /n: expected number"),
+        ),
+        (
+            json!({"req": 1, "n": "1e999"}),
+            Err("invalid arguments at /n: expected number"),
+            Err("invalid arguments at /n: expected number"),
+        ),
         // Only strings are coerced: nothing becomes a string, no number becomes a bool.
-        (json!({"req": 1, "s": 5}), Err("invalid arguments at /s: expected string"), Err("invalid arguments at /s: expected string")),
-        (json!({"req": 1, "b": 1}), Err("invalid arguments at /b: expected boolean"), Err("invalid arguments at /b: expected boolean")),
-        (json!({"req": true}), Err("invalid arguments at /req: expected integer"), Err("invalid arguments at /req: expected integer")),
+        (
+            json!({"req": 1, "s": 5}),
+            Err("invalid arguments at /s: expected string"),
+            Err("invalid arguments at /s: expected string"),
+        ),
+        (
+            json!({"req": 1, "b": 1}),
+            Err("invalid arguments at /b: expected boolean"),
+            Err("invalid arguments at /b: expected boolean"),
+        ),
+        (
+            json!({"req": true}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
         // A string stays a string where a string is declared.
-        (json!({"req": 1, "s": "5"}), Ok(json!({"req": 1, "s": "5"})), Ok(json!({"req": 1, "s": "5"}))),
+        (
+            json!({"req": 1, "s": "5"}),
+            Ok(json!({"req": 1, "s": "5"})),
+            Ok(json!({"req": 1, "s": "5"})),
+        ),
         // Null on optional fields is absence, in both modes; on a required one it is an error.
-        (json!({"req": 1, "i": null, "s": null, "opt": null, "nested": null}), Ok(json!({"req": 1})), Ok(json!({"req": 1}))),
-        (json!({"req": null}), Err("invalid arguments at /req: expected integer"), Err("invalid arguments at /req: expected integer")),
-        (json!({"i": 1}), Err("invalid arguments: missing required field \"req\""), Err("invalid arguments: missing required field \"req\"")),
-        (Value::Null, Err("invalid arguments: missing required field \"req\""), Err("invalid arguments: missing required field \"req\"")),
-        (json!({"req": 1, "opt": "4"}), Ok(json!({"req": 1, "opt": 4})), Err("invalid arguments at /opt: expected integer or null")),
+        (
+            json!({"req": 1, "i": null, "s": null, "opt": null, "nested": null}),
+            Ok(json!({"req": 1})),
+            Ok(json!({"req": 1})),
+        ),
+        (
+            json!({"req": null}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"i": 1}),
+            Err("invalid arguments: missing required field \"req\""),
+            Err("invalid arguments: missing required field \"req\""),
+        ),
+        (
+            Value::Null,
+            Err("invalid arguments: missing required field \"req\""),
+            Err("invalid arguments: missing required field \"req\""),
+        ),
+        (
+            json!({"req": 1, "opt": "4"}),
+            Ok(json!({"req": 1, "opt": 4})),
+            Err("invalid arguments at /opt: expected integer or null"),
+        ),
         // Nested objects, through anyOf and $ref too.
-        (json!({"req": 1, "nested": {"depth": "3", "flag": "true"}}), Ok(json!({"req": 1, "nested": {"depth": 3, "flag": true}})), Err("invalid arguments at /nested/depth: expected integer")),
-        (json!({"req": 1, "nested": {"depth": 3, "flag": null}}), Ok(json!({"req": 1, "nested": {"depth": 3}})), Ok(json!({"req": 1, "nested": {"depth": 3}}))),
-        (json!({"req": 1, "nested": {"flag": true}}), Err("invalid arguments at /nested: missing required field \"depth\""), Err("invalid arguments at /nested: missing required field \"depth\"")),
-        (json!({"req": 1, "nested": {"depth": 1, "extra": 1}}), Err("invalid arguments at /nested: unknown field `extra`"), Err("invalid arguments at /nested: unknown field `extra`")),
-        (json!({"req": 1, "maybe": {"n": "8"}}), Ok(json!({"req": 1, "maybe": {"n": 8}})), Err("invalid arguments at /maybe/n: expected integer")),
+        (
+            json!({"req": 1, "nested": {"depth": "3", "flag": "true"}}),
+            Ok(json!({"req": 1, "nested": {"depth": 3, "flag": true}})),
+            Err("invalid arguments at /nested/depth: expected integer"),
+        ),
+        (
+            json!({"req": 1, "nested": {"depth": 3, "flag": null}}),
+            Ok(json!({"req": 1, "nested": {"depth": 3}})),
+            Ok(json!({"req": 1, "nested": {"depth": 3}})),
+        ),
+        (
+            json!({"req": 1, "nested": {"flag": true}}),
+            Err("invalid arguments at /nested: missing required field \"depth\""),
+            Err("invalid arguments at /nested: missing required field \"depth\""),
+        ),
+        (
+            json!({"req": 1, "nested": {"depth": 1, "extra": 1}}),
+            Err("invalid arguments at /nested: unknown field `extra`"),
+            Err("invalid arguments at /nested: unknown field `extra`"),
+        ),
+        (
+            json!({"req": 1, "maybe": {"n": "8"}}),
+            Ok(json!({"req": 1, "maybe": {"n": 8}})),
+            Err("invalid arguments at /maybe/n: expected integer"),
+        ),
         // Arrays, of scalars and of objects.
-        (json!({"req": 1, "list": ["1", 2, "3"]}), Ok(json!({"req": 1, "list": [1, 2, 3]})), Err("invalid arguments at /list/0: expected integer")),
-        (json!({"req": 1, "list": [1, "two"]}), Err("invalid arguments at /list/1: expected integer"), Err("invalid arguments at /list/1: expected integer")),
-        (json!({"req": 1, "items": [{"n": 1}, {"n": "2"}]}), Ok(json!({"req": 1, "items": [{"n": 1}, {"n": 2}]})), Err("invalid arguments at /items/1/n: expected integer")),
+        (
+            json!({"req": 1, "list": ["1", 2, "3"]}),
+            Ok(json!({"req": 1, "list": [1, 2, 3]})),
+            Err("invalid arguments at /list/0: expected integer"),
+        ),
+        (
+            json!({"req": 1, "list": [1, "two"]}),
+            Err("invalid arguments at /list/1: expected integer"),
+            Err("invalid arguments at /list/1: expected integer"),
+        ),
+        (
+            json!({"req": 1, "items": [{"n": 1}, {"n": "2"}]}),
+            Ok(json!({"req": 1, "items": [{"n": 1}, {"n": 2}]})),
+            Err("invalid arguments at /items/1/n: expected integer"),
+        ),
         // Stringified arrays and objects where those are declared.
-        (json!({"req": 1, "list": "[1, 2]"}), Ok(json!({"req": 1, "list": [1, 2]})), Err("invalid arguments at /list: expected array")),
-        (json!({"req": 1, "nested": "{\"depth\": 2}"}), Ok(json!({"req": 1, "nested": {"depth": 2}})), Err("invalid arguments at /nested: expected object")),
-        (json!({"req": 1, "list": "[1, \"x\"]"}), Err("invalid arguments at /list/1: expected integer"), Err("invalid arguments at /list: expected array")),
+        (
+            json!({"req": 1, "list": "[1, 2]"}),
+            Ok(json!({"req": 1, "list": [1, 2]})),
+            Err("invalid arguments at /list: expected array"),
+        ),
+        (
+            json!({"req": 1, "nested": "{\"depth\": 2}"}),
+            Ok(json!({"req": 1, "nested": {"depth": 2}})),
+            Err("invalid arguments at /nested: expected object"),
+        ),
+        (
+            json!({"req": 1, "list": "[1, \"x\"]"}),
+            Err("invalid arguments at /list/1: expected integer"),
+            Err("invalid arguments at /list: expected array"),
+        ),
         // Other keywords are reported with what they expect.
-        (json!({"req": 1, "limit": -1}), Err("invalid arguments at /limit: must be at least 0"), Err("invalid arguments at /limit: must be at least 0")),
-        (json!({"req": 1, "surprise": 1}), Err("invalid arguments: unknown field `surprise`"), Err("invalid arguments: unknown field `surprise`")),
-        (json!([1]), Err("invalid arguments: expected object"), Err("invalid arguments: expected object")),
+        (
+            json!({"req": 1, "limit": -1}),
+            Err("invalid arguments at /limit: must be at least 0"),
+            Err("invalid arguments at /limit: must be at least 0"),
+        ),
+        (
+            json!({"req": 1, "surprise": 1}),
+            Err("invalid arguments: unknown field `surprise`"),
+            Err("invalid arguments: unknown field `surprise`"),
+        ),
+        (
+            json!([1]),
+            Err("invalid arguments: expected object"),
+            Err("invalid arguments: expected object"),
+        ),
     ]
 }
 
@@ -98,7 +260,9 @@ fn coercion_matrix_in_both_modes() {
     let validator = InputValidator::new(&schema()).unwrap();
     for (input, coerced, strict) in cases() {
         for (mode, expected) in [(InputMode::Coerce, coerced), (InputMode::Strict, strict)] {
-            let got = validator.check(input.clone(), mode).map_err(|e| e.to_string());
+            let got = validator
+                .check(input.clone(), mode)
+                .map_err(|e| e.to_string());
             let expected = expected.map_err(str::to_owned);
             assert_eq!(got, expected, "{mode:?} on {input}");
         }
@@ -120,7 +284,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|i| json!(i)),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
         "[a-z0-9 ;.\\-]{0,8}".prop_map(Value::String),
         any::<i64>().prop_map(|i| Value::String(i.to_string())),
         Just(Value::String("true".into())),

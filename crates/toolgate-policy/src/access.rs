@@ -56,16 +56,17 @@ impl AccessPolicy {
                 reason: format!("denied by the access policy entry `{entry}`"),
             };
         }
-        let named_exactly = self.allow.iter().any(|e| *e == spec.name);
-        if let Some(cap) = self.cap {
-            if spec.effect_class > cap && !named_exactly {
-                return Access::Inactive {
-                    reason: format!(
-                        "effect class {} exceeds the policy cap {cap}",
-                        spec.effect_class
-                    ),
-                };
-            }
+        let named_exactly = self.allow.contains(&spec.name);
+        if let Some(cap) = self.cap
+            && spec.effect_class > cap
+            && !named_exactly
+        {
+            return Access::Inactive {
+                reason: format!(
+                    "effect class {} exceeds the policy cap {cap}",
+                    spec.effect_class
+                ),
+            };
         }
         let listed = self.allow.is_empty()
             || named_exactly

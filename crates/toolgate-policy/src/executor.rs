@@ -360,12 +360,13 @@ impl Executor {
     }
 
     fn access(&self, spec: &ToolSpec) -> Access {
-        if let Some(preset) = self.preset {
-            if !spec.is_mcp() && !preset.contains(&spec.name) {
-                return Access::Inactive {
-                    reason: format!("not in the {preset} tool preset"),
-                };
-            }
+        if let Some(preset) = self.preset
+            && !spec.is_mcp()
+            && !preset.contains(&spec.name)
+        {
+            return Access::Inactive {
+                reason: format!("not in the {preset} tool preset"),
+            };
         }
         self.policy.access.check(spec)
     }
@@ -542,7 +543,10 @@ impl Executor {
         };
         match validator.check(args.clone(), self.input_mode) {
             Ok(checked) if checked == args => Ok((checked, "arguments fit the schema".to_owned())),
-            Ok(checked) => Ok((checked, "arguments fit the schema after coercion".to_owned())),
+            Ok(checked) => Ok((
+                checked,
+                "arguments fit the schema after coercion".to_owned(),
+            )),
             Err(e) => Err((args, e.into())),
         }
     }
@@ -551,7 +555,9 @@ impl Executor {
         match self.access(spec) {
             Access::Active => {
                 let detail = match (self.preset, self.policy.access.cap) {
-                    (_, Some(cap)) => format!("active ({} within the cap {cap})", spec.effect_class),
+                    (_, Some(cap)) => {
+                        format!("active ({} within the cap {cap})", spec.effect_class)
+                    }
                     (_, None) => "active (no effect-class cap)".to_owned(),
                 };
                 Ok((StageOutcome::Pass, detail))
@@ -591,7 +597,10 @@ impl Executor {
                 }
             }
         }
-        Ok((StageOutcome::Pass, format!("allowed: {}", allowed.join(", "))))
+        Ok((
+            StageOutcome::Pass,
+            format!("allowed: {}", allowed.join(", ")),
+        ))
     }
 
     fn check_commands(
@@ -667,7 +676,11 @@ impl Executor {
 
     /// Applies the resource caps to every text part; saves the uncut text
     /// when an output dir is configured.
-    fn bound(&self, mut output: ToolOutput, ctx: &CallContext) -> (ToolOutput, bool, Option<PathBuf>) {
+    fn bound(
+        &self,
+        mut output: ToolOutput,
+        ctx: &CallContext,
+    ) -> (ToolOutput, bool, Option<PathBuf>) {
         let mut truncated = false;
         let mut full = String::new();
         for part in &mut output.content {
@@ -689,7 +702,13 @@ impl Executor {
             let id: String = ctx
                 .call_id
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
                 .take(64)
                 .collect();
             let path = dir.join(format!("toolgate-output-{id}.txt"));

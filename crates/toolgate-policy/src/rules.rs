@@ -142,8 +142,8 @@ fn wildcard_match(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pretty_assertions::assert_eq;
     use RuleAction::{Allow, Ask, Deny};
+    use pretty_assertions::assert_eq;
 
     #[test]
     fn patterns() {
@@ -181,20 +181,37 @@ mod tests {
                     .collect(),
             )
         };
-        let table: Vec<(Vec<(&str, RuleAction)>, &str, &str)> = vec![
+        type Case<'a> = (Vec<(&'a str, RuleAction)>, &'a str, &'a str);
+        let table: Vec<Case> = vec![
             (vec![], "bash", "allow"),
             (vec![("*", Ask)], "bash", "ask"),
             (vec![("*", Ask), ("bash", Allow)], "bash", "allow"),
             (vec![("bash", Allow), ("*", Ask)], "bash", "ask"),
             (vec![("bash", Deny), ("*", Allow)], "bash", "deny"),
-            (vec![("*", Allow), ("bash", Deny), ("bash", Allow)], "bash", "deny"),
+            (
+                vec![("*", Allow), ("bash", Deny), ("bash", Allow)],
+                "bash",
+                "deny",
+            ),
             (vec![("*", Deny), ("read", Allow)], "read", "deny"),
-            (vec![("github.*", Ask), ("github.get_*", Allow)], "github.get_issue", "allow"),
-            (vec![("github.*", Ask), ("github.get_*", Allow)], "github.delete_repo", "ask"),
+            (
+                vec![("github.*", Ask), ("github.get_*", Allow)],
+                "github.get_issue",
+                "allow",
+            ),
+            (
+                vec![("github.*", Ask), ("github.get_*", Allow)],
+                "github.delete_repo",
+                "ask",
+            ),
             (vec![("other", Deny)], "bash", "allow"),
         ];
         for (list, tool, expected) in table {
-            assert_eq!(rules(&list).decide(tool).as_str(), expected, "{list:?} on {tool}");
+            assert_eq!(
+                rules(&list).decide(tool).as_str(),
+                expected,
+                "{list:?} on {tool}"
+            );
         }
     }
 

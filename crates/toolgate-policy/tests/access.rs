@@ -1,5 +1,7 @@
 //! The access layer and every preset's cap, table-driven.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pretty_assertions::assert_eq;
 use toolgate_core::{EffectClass, Idempotency, ToolSpec};
 use toolgate_policy::{Access, AccessPolicy, Policy, PolicyPreset};
@@ -23,7 +25,12 @@ fn native() -> Vec<ToolSpec> {
 }
 
 fn mcp(class: EffectClass) -> ToolSpec {
-    spec(&format!("gh_{}", class.as_str().replace('-', "_")), class, "group:mcp").mcp("github")
+    spec(
+        &format!("gh_{}", class.as_str().replace('-', "_")),
+        class,
+        "group:mcp",
+    )
+    .mcp("github")
 }
 
 fn verdict(policy: &AccessPolicy, spec: &ToolSpec) -> String {
@@ -60,7 +67,10 @@ fn every_preset_caps_its_effect_classes() {
 
 #[test]
 fn a_policy_without_a_policy_carries_the_standard_cap() {
-    assert_eq!(Policy::default().access.cap, Some(EffectClass::MutateIrreversible));
+    assert_eq!(
+        Policy::default().access.cap,
+        Some(EffectClass::MutateIrreversible)
+    );
     assert_eq!(
         verdict(&Policy::default().access, &native()[3]),
         "effect class destructive exceeds the policy cap mutate-irreversible"
@@ -89,29 +99,70 @@ fn lists_groups_exact_names_and_the_mcp_carve_out() {
         (p(&["group:fs"], &[], None), &edit, "active".into()),
         (p(&["group:fs"], &[], None), &send, not_listed.clone()),
         // Deny by name or group beats every allow.
-        (p(&["read"], &["read"], None), &read, "denied by the access policy entry `read`".into()),
-        (p(&["group:fs"], &["edit"], None), &edit, "denied by the access policy entry `edit`".into()),
-        (p(&["edit"], &["group:fs"], None), &edit, "denied by the access policy entry `group:fs`".into()),
+        (
+            p(&["read"], &["read"], None),
+            &read,
+            "denied by the access policy entry `read`".into(),
+        ),
+        (
+            p(&["group:fs"], &["edit"], None),
+            &edit,
+            "denied by the access policy entry `edit`".into(),
+        ),
+        (
+            p(&["edit"], &["group:fs"], None),
+            &edit,
+            "denied by the access policy entry `group:fs`".into(),
+        ),
         // The cap: an exact-name allow passes it, a group allow does not.
         (p(&[], &[], readonly), &edit, cap_msg("mutate-reversible")),
         (p(&["edit"], &[], readonly), &edit, "active".into()),
-        (p(&["group:fs"], &[], readonly), &edit, cap_msg("mutate-reversible")),
+        (
+            p(&["group:fs"], &[], readonly),
+            &edit,
+            cap_msg("mutate-reversible"),
+        ),
         (p(&["wipe"], &[], readonly), &wipe, "active".into()),
         // ... and a deny still beats that exact allow.
-        (p(&["wipe"], &["wipe"], readonly), &wipe, "denied by the access policy entry `wipe`".into()),
-        (p(&["wipe"], &["group:runtime"], readonly), &wipe, "denied by the access policy entry `group:runtime`".into()),
+        (
+            p(&["wipe"], &["wipe"], readonly),
+            &wipe,
+            "denied by the access policy entry `wipe`".into(),
+        ),
+        (
+            p(&["wipe"], &["group:runtime"], readonly),
+            &wipe,
+            "denied by the access policy entry `group:runtime`".into(),
+        ),
         // MCP tools need not be listed, but stay under the cap.
         (p(&["read"], &[], None), &mcp_wipe, "active".into()),
         (p(&["read"], &[], readonly), &mcp_read, "active".into()),
-        (p(&["read"], &[], readonly), &mcp_wipe, cap_msg("destructive")),
+        (
+            p(&["read"], &[], readonly),
+            &mcp_wipe,
+            cap_msg("destructive"),
+        ),
         (p(&[], &[], readonly), &mcp_wipe, cap_msg("destructive")),
         // Naming an MCP tool exactly is the operator's choice: it passes the cap.
-        (p(&["gh_destructive"], &[], readonly), &mcp_wipe, "active".into()),
+        (
+            p(&["gh_destructive"], &[], readonly),
+            &mcp_wipe,
+            "active".into(),
+        ),
         // The MCP group can be denied as a whole.
-        (p(&[], &["group:mcp"], None), &mcp_read, "denied by the access policy entry `group:mcp`".into()),
+        (
+            p(&[], &["group:mcp"], None),
+            &mcp_read,
+            "denied by the access policy entry `group:mcp`".into(),
+        ),
     ];
     for (policy, tool, expected) in table {
-        assert_eq!(verdict(&policy, tool), expected, "{policy:?} on {}", tool.name);
+        assert_eq!(
+            verdict(&policy, tool),
+            expected,
+            "{policy:?} on {}",
+            tool.name
+        );
     }
 }
 
@@ -120,7 +171,10 @@ fn replacing_one_layer_keeps_the_others() {
     let strict = Policy::preset(PolicyPreset::Strict, None);
     let custom = strict.clone().with_access(AccessPolicy::default());
     assert_eq!(custom.access.cap, None);
-    assert_eq!(custom.commands.parse_fallback(), strict.commands.parse_fallback());
+    assert_eq!(
+        custom.commands.parse_fallback(),
+        strict.commands.parse_fallback()
+    );
     assert_eq!(custom.resources, strict.resources);
     assert_eq!(custom.rules, strict.rules);
     assert_eq!(custom.paths.rules(), strict.paths.rules());

@@ -1,5 +1,7 @@
 //! The call pipeline end to end: stage order, events, approvals, bounding.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,8 +16,8 @@ use toolgate_core::{
     async_trait,
 };
 use toolgate_policy::{
-    AccessPolicy, ApprovalChannel, ApprovalOutcome, ApprovalRequest, Executor, Policy,
-    PolicyPreset, ResourcePolicy, RuleAction, PermissionRule, PermissionRules, Stage, StageOutcome,
+    AccessPolicy, ApprovalChannel, ApprovalOutcome, ApprovalRequest, Executor, PermissionRule,
+    PermissionRules, Policy, PolicyPreset, ResourcePolicy, RuleAction, Stage, StageOutcome,
 };
 
 /// Records what it was called with, answers with its arguments.
@@ -60,7 +62,10 @@ impl TypedTool for Shell {
     }
     async fn run(&self, args: ShellArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::text(format!("ran {} (timeout {:?})", args.command, args.timeout)))
+        Ok(ToolOutput::text(format!(
+            "ran {} (timeout {:?})",
+            args.command, args.timeout
+        )))
     }
 }
 
@@ -119,11 +124,16 @@ fn fixture() -> Fixture {
                 .idempotency(Idempotency::AtMostOnce),
             echo,
         ),
-        probe(ToolSpec::new("big", "Says a lot.", EffectClass::Read), |_| {
-            Ok(ToolOutput::text(
-                (1..=5000).map(|i| format!("line {i}\n")).collect::<String>(),
-            ))
-        }),
+        probe(
+            ToolSpec::new("big", "Says a lot.", EffectClass::Read),
+            |_| {
+                Ok(ToolOutput::text(
+                    (1..=5000)
+                        .map(|i| format!("line {i}\n"))
+                        .collect::<String>(),
+                ))
+            },
+        ),
         probe(ToolSpec::new("broken", "Fails.", EffectClass::Read), |_| {
             Err(ToolError::Failed("disk on fire".into()))
         }),
@@ -150,7 +160,9 @@ impl Fixture {
         let events = self.events.clone();
         Executor::builder(self.registry.clone())
             .policy(policy)
-            .subscribe(Arc::new(move |e: &ToolEvent| events.lock().unwrap().push(e.clone())))
+            .subscribe(Arc::new(move |e: &ToolEvent| {
+                events.lock().unwrap().push(e.clone())
+            }))
             .build()
     }
 
@@ -193,12 +205,42 @@ async fn each_stage_refuses_in_pipeline_order_and_nothing_runs() {
     };
     let all_bad = json!({"path": "/etc/shadow", "hook": "shutdown -h now", "also": 7});
     let cases: Vec<(Policy, Value, Stage, &str)> = vec![
-        (policy_with_rules(vec![deny_put.clone()]).with_access(inactive.clone()), all_bad.clone(), Stage::Validate, "invalid arguments at /also: expected array"),
-        (policy_with_rules(vec![deny_put.clone()]).with_access(inactive), json!({"path": "/etc/shadow", "hook": "shutdown"}), Stage::Access, "tool `put` is inactive: denied by the access policy entry `put`"),
-        (policy_with_rules(vec![deny_put.clone()]), json!({"path": "/etc/shadow", "hook": "shutdown"}), Stage::Paths, "denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`"),
-        (policy_with_rules(vec![deny_put.clone()]), json!({"path": "ok.txt", "also": ["a", "/proc/1/mem"]}), Stage::Paths, "denied by the paths policy: `/proc/1/mem` matches the denied pattern `/proc/**`"),
-        (policy_with_rules(vec![deny_put.clone()]), json!({"path": "ok.txt", "hook": "ls | shutdown"}), Stage::Commands, "denied by the commands policy"),
-        (policy_with_rules(vec![deny_put]), json!({"path": "ok.txt", "hook": "ls"}), Stage::Rules, "denied by the rules policy: rule `put` -> deny"),
+        (
+            policy_with_rules(vec![deny_put.clone()]).with_access(inactive.clone()),
+            all_bad.clone(),
+            Stage::Validate,
+            "invalid arguments at /also: expected array",
+        ),
+        (
+            policy_with_rules(vec![deny_put.clone()]).with_access(inactive),
+            json!({"path": "/etc/shadow", "hook": "shutdown"}),
+            Stage::Access,
+            "tool `put` is inactive: denied by the access policy entry `put`",
+        ),
+        (
+            policy_with_rules(vec![deny_put.clone()]),
+            json!({"path": "/etc/shadow", "hook": "shutdown"}),
+            Stage::Paths,
+            "denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`",
+        ),
+        (
+            policy_with_rules(vec![deny_put.clone()]),
+            json!({"path": "ok.txt", "also": ["a", "/proc/1/mem"]}),
+            Stage::Paths,
+            "denied by the paths policy: `/proc/1/mem` matches the denied pattern `/proc/**`",
+        ),
+        (
+            policy_with_rules(vec![deny_put.clone()]),
+            json!({"path": "ok.txt", "hook": "ls | shutdown"}),
+            Stage::Commands,
+            "denied by the commands policy",
+        ),
+        (
+            policy_with_rules(vec![deny_put]),
+            json!({"path": "ok.txt", "hook": "ls"}),
+            Stage::Rules,
+            "denied by the rules policy: rule `put` -> deny",
+        ),
     ];
     for (policy, args, stage, message) in cases {
         let exec = f.executor(policy);
@@ -215,13 +257,20 @@ async fn each_stage_refuses_in_pipeline_order_and_nothing_runs() {
         "unknown tool `lazy`: it is deferred; activate it with mcp_find_tools first"
     );
     assert_eq!(f.runs(), 0, "a refused call ran");
-    assert!(f.phases().iter().all(|p| p.starts_with("error ")), "{:?}", f.phases());
+    assert!(
+        f.phases().iter().all(|p| p.starts_with("error ")),
+        "{:?}",
+        f.phases()
+    );
 }
 
 #[tokio::test]
 async fn explain_reports_every_layer_in_order() {
     let f = fixture();
-    let exec = f.executor(policy_with_rules(vec![PermissionRule::new("put", RuleAction::Ask)]));
+    let exec = f.executor(policy_with_rules(vec![PermissionRule::new(
+        "put",
+        RuleAction::Ask,
+    )]));
     let args = json!({"path": "../../etc/shadow", "hook": "cd src && make | tee log"});
     let explanation = exec.explain("put", args, &ctx());
     let stages: Vec<(Stage, StageOutcome)> = explanation
@@ -243,14 +292,19 @@ async fn explain_reports_every_layer_in_order() {
     assert_eq!(
         explanation.decision,
         Decision::Deny {
-            reason: "denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`".into()
+            reason:
+                "denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`"
+                    .into()
         }
     );
     assert_eq!(f.runs(), 0, "explain ran the tool");
 
     let fine = exec.explain("echo", json!({"n": "3"}), &ctx());
     assert_eq!(fine.decision, Decision::Allow);
-    assert_eq!(fine.stages[1].detail, "arguments fit the schema after coercion");
+    assert_eq!(
+        fine.stages[1].detail,
+        "arguments fit the schema after coercion"
+    );
     assert_eq!(fine.stages[3].outcome, StageOutcome::Skip);
 }
 
@@ -261,12 +315,20 @@ async fn events_carry_class_idempotency_and_decision_to_every_subscriber() {
     let sink = second.clone();
     let events = f.events.clone();
     let exec = Executor::builder(f.registry.clone())
-        .subscribe(Arc::new(move |e: &ToolEvent| events.lock().unwrap().push(e.clone())))
-        .subscribe(Arc::new(move |e: &ToolEvent| sink.lock().unwrap().push(e.clone())))
+        .subscribe(Arc::new(move |e: &ToolEvent| {
+            events.lock().unwrap().push(e.clone())
+        }))
+        .subscribe(Arc::new(move |e: &ToolEvent| {
+            sink.lock().unwrap().push(e.clone())
+        }))
         .build();
 
     let result = exec
-        .call("shell", json!({"command": "ls -la", "timeout": "30"}), &ctx())
+        .call(
+            "shell",
+            json!({"command": "ls -la", "timeout": "30"}),
+            &ctx(),
+        )
         .await
         .unwrap();
     assert_eq!(result.output.joined_text(), "ran ls -la (timeout Some(30))");
@@ -317,7 +379,11 @@ async fn ask_needs_an_approval_channel() {
             PermissionRule::new("*", RuleAction::Ask).reason("everything is reviewed"),
         ])
     };
-    let err = f.executor(ask()).call("echo", json!({}), &ctx()).await.unwrap_err();
+    let err = f
+        .executor(ask())
+        .call("echo", json!({}), &ctx())
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), "approval required: everything is reviewed");
     assert_eq!(f.runs(), 0);
 
@@ -352,16 +418,25 @@ async fn strict_mode_refuses_coercion_and_presets_filter_tools() {
     let strict = Executor::builder(f.registry.clone())
         .input_mode(InputMode::Strict)
         .build();
-    let err = strict.call("echo", json!({"n": "5"}), &ctx()).await.unwrap_err();
+    let err = strict
+        .call("echo", json!({"n": "5"}), &ctx())
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), "invalid arguments at /n: expected integer");
-    let ok = strict.call("echo", json!({"n": 5, "note": null}), &ctx()).await.unwrap();
+    let ok = strict
+        .call("echo", json!({"n": 5, "note": null}), &ctx())
+        .await
+        .unwrap();
     assert_eq!(ok.output.structured, Some(json!({"n": 5})));
 
     let coding = Executor::builder(f.registry.clone())
         .tool_preset(ToolPreset::Coding)
         .build();
     let err = coding.call("echo", json!({}), &ctx()).await.unwrap_err();
-    assert_eq!(err.to_string(), "tool `echo` is inactive: not in the coding tool preset");
+    assert_eq!(
+        err.to_string(),
+        "tool `echo` is inactive: not in the coding tool preset"
+    );
 }
 
 #[tokio::test]
@@ -380,7 +455,12 @@ async fn long_output_is_bounded_and_kept_whole_in_a_file() {
     let result = exec.call("big", json!({}), &hostile).await.unwrap();
     assert!(result.truncated);
     let text = result.output.joined_text();
-    assert!(text.starts_with("line 1\nline 2\nline 3\nline 4\nline 5\n[... 4991 lines omitted ...]\nline 4997\n"), "{text}");
+    assert!(
+        text.starts_with(
+            "line 1\nline 2\nline 3\nline 4\nline 5\n[... 4991 lines omitted ...]\nline 4997\n"
+        ),
+        "{text}"
+    );
     let saved = result.full_output.unwrap();
     assert_eq!(saved, dir.join("toolgate-output-______escape_id.txt"));
     assert!(text.ends_with(&format!("[full output saved to {}]", saved.display())));

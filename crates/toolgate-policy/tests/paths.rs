@@ -1,5 +1,7 @@
 //! The path layer, table-driven.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
@@ -15,14 +17,21 @@ fn verdict(policy: &PathPolicy, path: &str) -> String {
 }
 
 fn standard() -> PathPolicy {
-    PathPolicy::new(PathRules::default(), Some(Path::new("/home/ann")), PathBuf::from("/tmp")).unwrap()
+    PathPolicy::new(
+        PathRules::default(),
+        Some(Path::new("/home/ann")),
+        PathBuf::from("/tmp"),
+    )
+    .unwrap()
 }
 
 #[test]
 fn default_rules() {
     let p = standard();
     let outside = |x: &str| {
-        format!("deny: `{x}` is outside the workspace roots, the temp dir and every allowed pattern")
+        format!(
+            "deny: `{x}` is outside the workspace roots, the temp dir and every allowed pattern"
+        )
     };
     let table = [
         ("src/main.rs", "allow /work/app/src/main.rs by workspace root /work/app".to_owned()),
@@ -59,16 +68,32 @@ fn default_rules() {
 fn deny_beats_allow_even_inside_a_root() {
     let rules = PathRules {
         allow: vec!["/data/**".into()],
-        deny: vec!["/work/app/secrets/**".into(), "**/*.pem".into(), "/data/private/*".into()],
+        deny: vec![
+            "/work/app/secrets/**".into(),
+            "**/*.pem".into(),
+            "/data/private/*".into(),
+        ],
         ..PathRules::default()
     };
     let p = PathPolicy::new(rules, None, PathBuf::from("/tmp")).unwrap();
     let table = [
-        ("secrets/token", "deny: `/work/app/secrets/token` matches the denied pattern `/work/app/secrets/**`"),
-        ("/work/lib/key.pem", "deny: `/work/lib/key.pem` matches the denied pattern `**/*.pem`"),
-        ("/data/private/x", "deny: `/data/private/x` matches the denied pattern `/data/private/*`"),
+        (
+            "secrets/token",
+            "deny: `/work/app/secrets/token` matches the denied pattern `/work/app/secrets/**`",
+        ),
+        (
+            "/work/lib/key.pem",
+            "deny: `/work/lib/key.pem` matches the denied pattern `**/*.pem`",
+        ),
+        (
+            "/data/private/x",
+            "deny: `/data/private/x` matches the denied pattern `/data/private/*`",
+        ),
         // `*` does not cross a separator.
-        ("/data/private/x/y", "allow /data/private/x/y by pattern `/data/**`"),
+        (
+            "/data/private/x/y",
+            "allow /data/private/x/y by pattern `/data/**`",
+        ),
         ("/data/public", "allow /data/public by pattern `/data/**`"),
     ];
     for (path, expected) in table {
@@ -92,7 +117,10 @@ fn implicit_allowances_can_be_switched_off_and_bad_globs_are_refused() {
         ..PathRules::default()
     };
     let err = PathPolicy::new(bad, None, PathBuf::from("/tmp")).unwrap_err();
-    assert!(err.to_string().starts_with("invalid path pattern `/a/[b`"), "{err}");
+    assert!(
+        err.to_string().starts_with("invalid path pattern `/a/[b`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -105,8 +133,15 @@ fn normalize_folds_dots_lexically() {
         (".", "/w"),
         ("/", "/"),
     ] {
-        assert_eq!(normalize(Path::new(input), cwd), PathBuf::from(expected), "{input}");
+        assert_eq!(
+            normalize(Path::new(input), cwd),
+            PathBuf::from(expected),
+            "{input}"
+        );
     }
     let deep = "../".repeat(1000) + "etc/passwd";
-    assert_eq!(normalize(Path::new(&deep), cwd), PathBuf::from("/etc/passwd"));
+    assert_eq!(
+        normalize(Path::new(&deep), cwd),
+        PathBuf::from("/etc/passwd")
+    );
 }

@@ -155,7 +155,10 @@ impl Environment {
     }
 
     fn var(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(String::as_str).filter(|v| !v.is_empty())
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     fn home(&self) -> Option<PathBuf> {
@@ -340,7 +343,11 @@ fn resolve(
 ) -> Result<Settings, ConfigError> {
     let (file, base_dir, origin) = match merged {
         Some(m) => (m.file, m.base_dir, m.origin),
-        None => (ConfigFile::default(), env.cwd.clone(), PathBuf::from("<defaults>")),
+        None => (
+            ConfigFile::default(),
+            env.cwd.clone(),
+            PathBuf::from("<defaults>"),
+        ),
     };
     let preset = overrides
         .preset
@@ -408,7 +415,8 @@ fn build_policy(
         rules.deny.extend(paths.deny.iter().cloned());
         rules.workspace_roots = paths.workspace_roots;
         rules.temp_dir = paths.temp_dir;
-        let layer = PathPolicy::new(rules, home, std::env::temp_dir()).map_err(|e| e.to_string())?;
+        let layer =
+            PathPolicy::new(rules, home, std::env::temp_dir()).map_err(|e| e.to_string())?;
         policy = policy.with_paths(layer);
     }
     if let Some(commands) = &file.commands {
@@ -449,7 +457,9 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn parse_err(text: &str) -> String {
-        parse(text, Path::new("/p/toolgate.toml")).unwrap_err().to_string()
+        parse(text, Path::new("/p/toolgate.toml"))
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -482,7 +492,10 @@ mod tests {
 
     fn env(vars: &[(&str, &str)]) -> Environment {
         Environment {
-            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             cwd: PathBuf::from("/nonexistent-cwd"),
         }
     }
@@ -506,7 +519,10 @@ mod tests {
         assert_eq!(s.policy_preset, PolicyPreset::Permissive);
         assert_eq!(s.input_mode, InputMode::Coerce);
 
-        let e = env(&[("TOOLGATE_POLICY", "strict"), ("TOOLGATE_STRICT_TOOL_INPUT", "true")]);
+        let e = env(&[
+            ("TOOLGATE_POLICY", "strict"),
+            ("TOOLGATE_STRICT_TOOL_INPUT", "true"),
+        ]);
         let s = resolve(merged(), &e, &none, Sources::default()).unwrap();
         assert_eq!(s.policy_preset, PolicyPreset::Strict);
         assert_eq!(s.input_mode, InputMode::Strict);
@@ -546,12 +562,24 @@ mod tests {
         .unwrap();
         assert_eq!(merged.file.policy, Some(PolicyPreset::Standard));
         assert_eq!(merged.file.preset, Some(ToolPreset::Coding));
-        let s = resolve(Some(merged), &env(&[]), &Overrides::default(), Sources::default()).unwrap();
+        let s = resolve(
+            Some(merged),
+            &env(&[]),
+            &Overrides::default(),
+            Sources::default(),
+        )
+        .unwrap();
         // The project's [access] has no cap, so the layer has none.
         assert_eq!(s.policy.access.cap, None);
         assert_eq!(s.policy.access.allow, vec!["read".to_owned()]);
         assert!(s.policy.access.deny.is_empty());
-        let patterns: Vec<&str> = s.policy.rules.rules().iter().map(|r| r.pattern.as_str()).collect();
+        let patterns: Vec<&str> = s
+            .policy
+            .rules
+            .rules()
+            .iter()
+            .map(|r| r.pattern.as_str())
+            .collect();
         assert_eq!(patterns, ["elevated", "a", "b"]);
     }
 }

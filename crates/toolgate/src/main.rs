@@ -101,7 +101,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     };
     let settings = config::load(&env, &overrides)?;
     let executor = executor(&settings, cli.demo)?;
-    let ctx = CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
+    let ctx =
+        CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
     match cli.command {
         Command::Tools { json } => {
             render::tools(&executor, &settings, json)?;

@@ -82,9 +82,7 @@ pub fn tools(executor: &Executor, settings: &Settings, as_json: bool) -> Result<
         rows.push([
             s.spec.name.clone(),
             s.spec.effect_class.to_string(),
-            s.spec
-                .idempotency
-                .map_or("-".to_owned(), |i| i.to_string()),
+            s.spec.idempotency.map_or("-".to_owned(), |i| i.to_string()),
             s.spec.group.clone().unwrap_or_else(|| "-".to_owned()),
             status,
         ]);

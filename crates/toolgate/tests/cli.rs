@@ -1,5 +1,7 @@
 //! The real `toolgate` binary, run in an isolated home and project directory.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -56,7 +58,11 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn tools_json(s: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Vec<(String, bool, Option<String>)> {
+fn tools_json(
+    s: &Sandbox,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<(String, bool, Option<String>)> {
     let mut all = vec!["--demo", "tools", "--json"];
     all.extend_from_slice(args);
     let o = s.run_in(&s.project(), &all, env);
@@ -94,10 +100,17 @@ demo_wipe   destructive          at-most-once      group:demo  inactive: effect 
 4 of 5 tools active\n"
     );
     let o = s.run(&["tools"]);
-    assert!(stdout(&o).contains("no tools registered (add --demo"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("no tools registered (add --demo"),
+        "{}",
+        stdout(&o)
+    );
 
     let rows = tools_json(&s, &[], &[]);
-    assert_eq!(active_names(&rows), ["demo_echo", "demo_flood", "demo_shell", "demo_touch"]);
+    assert_eq!(
+        active_names(&rows),
+        ["demo_echo", "demo_flood", "demo_shell", "demo_touch"]
+    );
     let o = s.run(&["--demo", "tools", "--json"]);
     let parsed: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
@@ -111,8 +124,20 @@ demo_wipe   destructive          at-most-once      group:demo  inactive: effect 
 fn policy_and_preset_flags_change_what_is_active() {
     let s = Sandbox::new();
     let cases: Vec<(&[&str], Vec<&str>)> = vec![
-        (&["--policy", "permissive"], vec!["demo_echo", "demo_flood", "demo_shell", "demo_touch", "demo_wipe"]),
-        (&["--policy", "strict"], vec!["demo_echo", "demo_flood", "demo_touch"]),
+        (
+            &["--policy", "permissive"],
+            vec![
+                "demo_echo",
+                "demo_flood",
+                "demo_shell",
+                "demo_touch",
+                "demo_wipe",
+            ],
+        ),
+        (
+            &["--policy", "strict"],
+            vec!["demo_echo", "demo_flood", "demo_touch"],
+        ),
         (&["--policy", "readonly"], vec!["demo_echo", "demo_flood"]),
         (&["--preset", "coding"], vec![]),
     ];
@@ -121,12 +146,17 @@ fn policy_and_preset_flags_change_what_is_active() {
         assert_eq!(active_names(&rows), expected, "{flags:?}");
     }
     let rows = tools_json(&s, &["--preset", "readonly"], &[]);
-    assert_eq!(rows[0].2.as_deref(), Some("not in the readonly tool preset"));
+    assert_eq!(
+        rows[0].2.as_deref(),
+        Some("not in the readonly tool preset")
+    );
 
     let o = s.run(&["--demo", "tools", "--policy", "lenient"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("unknown policy `lenient`, expected one of: permissive, standard, strict, readonly"),
+        stderr(&o).contains(
+            "unknown policy `lenient`, expected one of: permissive, standard, strict, readonly"
+        ),
         "{}",
         stderr(&o)
     );
@@ -162,10 +192,20 @@ fn explain_shows_every_layer_in_order_and_the_decision() {
         ],
         "{text}"
     );
-    assert!(text.contains("arguments fit the schema after coercion"), "{text}");
+    assert!(
+        text.contains("arguments fit the schema after coercion"),
+        "{text}"
+    );
     assert!(text.contains("`shutdown` is a denied command"), "{text}");
 
-    let o = s.run(&["--demo", "policy", "explain", "demo_touch", r#"{"path": "src/lib.rs"}"#, "--json"]);
+    let o = s.run(&[
+        "--demo",
+        "policy",
+        "explain",
+        "demo_touch",
+        r#"{"path": "src/lib.rs"}"#,
+        "--json",
+    ]);
     let explanation: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(explanation["decision"], json!({"decision": "allow"}));
     let paths = &explanation["stages"][3];
@@ -183,8 +223,18 @@ fn explain_shows_every_layer_in_order_and_the_decision() {
 #[test]
 fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
     let s = Sandbox::new();
-    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi", "times": "2"}"#]);
-    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "hi\nhi\n".to_owned()), "{}", stderr(&o));
+    let o = s.run(&[
+        "--demo",
+        "call",
+        "demo_echo",
+        r#"{"text": "hi", "times": "2"}"#,
+    ]);
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "hi\nhi\n".to_owned()),
+        "{}",
+        stderr(&o)
+    );
 
     let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#, "--json"]);
     let body: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -193,17 +243,49 @@ fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
     assert_eq!(body["decision"], json!({"decision": "allow"}));
 
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
-        (vec!["call", "demo_touch", r#"{"path": "../../../../etc/shadow"}"#], 1,
-         "toolgate: denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`"),
-        (vec!["call", "demo_echo", r#"{"text": "hi", "times": "1; rm -rf /"}"#], 1,
-         "toolgate: invalid arguments at /times: expected integer or null"),
-        (vec!["call", "demo_echo", r#"{"txt": "hi"}"#], 1,
-         "toolgate: invalid arguments: unknown field `txt`; missing required field \"text\""),
-        (vec!["call", "demo_wipe", r#"{"target": "/"}"#], 1,
-         "toolgate: tool `demo_wipe` is inactive: effect class destructive exceeds the policy cap mutate-irreversible"),
-        (vec!["call", "demo_ech", "{}"], 1, "toolgate: unknown tool `demo_ech`; did you mean `demo_echo`?"),
-        (vec!["call", "demo_echo", "{not json"], 2, "toolgate: the arguments are not valid JSON"),
-        (vec!["call", "demo_echo", "[1]"], 2, "toolgate: the arguments must be a JSON object, not [1]"),
+        (
+            vec![
+                "call",
+                "demo_touch",
+                r#"{"path": "../../../../etc/shadow"}"#,
+            ],
+            1,
+            "toolgate: denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`",
+        ),
+        (
+            vec![
+                "call",
+                "demo_echo",
+                r#"{"text": "hi", "times": "1; rm -rf /"}"#,
+            ],
+            1,
+            "toolgate: invalid arguments at /times: expected integer or null",
+        ),
+        (
+            vec!["call", "demo_echo", r#"{"txt": "hi"}"#],
+            1,
+            "toolgate: invalid arguments: unknown field `txt`; missing required field \"text\"",
+        ),
+        (
+            vec!["call", "demo_wipe", r#"{"target": "/"}"#],
+            1,
+            "toolgate: tool `demo_wipe` is inactive: effect class destructive exceeds the policy cap mutate-irreversible",
+        ),
+        (
+            vec!["call", "demo_ech", "{}"],
+            1,
+            "toolgate: unknown tool `demo_ech`; did you mean `demo_echo`?",
+        ),
+        (
+            vec!["call", "demo_echo", "{not json"],
+            2,
+            "toolgate: the arguments are not valid JSON",
+        ),
+        (
+            vec!["call", "demo_echo", "[1]"],
+            2,
+            "toolgate: the arguments must be a JSON object, not [1]",
+        ),
     ];
     for (args, code, message) in cases {
         let mut all = vec!["--demo"];
@@ -214,7 +296,13 @@ fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
         assert_eq!(stdout(&o), "", "{args:?}");
     }
 
-    let o = s.run(&["--demo", "call", "demo_wipe", r#"{"target": "/"}"#, "--json"]);
+    let o = s.run(&[
+        "--demo",
+        "call",
+        "demo_wipe",
+        r#"{"target": "/"}"#,
+        "--json",
+    ]);
     let body: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(body["stage"], "access");
 }
@@ -223,29 +311,65 @@ fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
 fn config_files_environment_and_flags_stack_in_order() {
     let s = Sandbox::new();
     // User file: readonly. Project file: permissive. Env: strict. Flag: standard.
-    s.write("home/.config/toolgate/config.toml", "policy = \"readonly\"\n");
-    assert_eq!(active_names(&tools_json(&s, &[], &[])), ["demo_echo", "demo_flood"]);
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "policy = \"readonly\"\n",
+    );
+    assert_eq!(
+        active_names(&tools_json(&s, &[], &[])),
+        ["demo_echo", "demo_flood"]
+    );
     s.write("project/toolgate.toml", "policy = \"permissive\"\n");
     assert_eq!(active_names(&tools_json(&s, &[], &[])).len(), 5);
     let strict = [("TOOLGATE_POLICY", "strict")];
-    assert_eq!(active_names(&tools_json(&s, &[], &strict)), ["demo_echo", "demo_flood", "demo_touch"]);
-    assert_eq!(active_names(&tools_json(&s, &["--policy", "standard"], &strict)).len(), 4);
+    assert_eq!(
+        active_names(&tools_json(&s, &[], &strict)),
+        ["demo_echo", "demo_flood", "demo_touch"]
+    );
+    assert_eq!(
+        active_names(&tools_json(&s, &["--policy", "standard"], &strict)).len(),
+        4
+    );
 
     // The project file is found from a subdirectory.
     let o = s.run_in(&s.project().join("sub"), &["--demo", "tools"], &[]);
-    assert!(stdout(&o).starts_with("policy permissive (cap destructive)"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with("policy permissive (cap destructive)"),
+        "{}",
+        stdout(&o)
+    );
     assert!(stdout(&o).contains("toolgate.toml"), "{}", stdout(&o));
 
     // Strict input from the environment and from the file.
-    let call = ["--demo", "call", "demo_echo", r#"{"text": "x", "times": "2"}"#];
-    let o = s.run_in(&s.project(), &call, &[("TOOLGATE_STRICT_TOOL_INPUT", "true")]);
-    assert_eq!(stderr(&o), "toolgate: invalid arguments at /times: expected integer or null\n");
+    let call = [
+        "--demo",
+        "call",
+        "demo_echo",
+        r#"{"text": "x", "times": "2"}"#,
+    ];
+    let o = s.run_in(
+        &s.project(),
+        &call,
+        &[("TOOLGATE_STRICT_TOOL_INPUT", "true")],
+    );
+    assert_eq!(
+        stderr(&o),
+        "toolgate: invalid arguments at /times: expected integer or null\n"
+    );
     s.write("project/toolgate.toml", "strict_tool_input = true\n");
     let o = s.run(&call);
     assert_eq!(o.status.code(), Some(1));
-    let o = s.run_in(&s.project(), &call, &[("TOOLGATE_STRICT_TOOL_INPUT", "false")]);
+    let o = s.run_in(
+        &s.project(),
+        &call,
+        &[("TOOLGATE_STRICT_TOOL_INPUT", "false")],
+    );
     assert_eq!(stdout(&o), "x\nx\n");
-    let o = s.run_in(&s.project(), &call, &[("TOOLGATE_STRICT_TOOL_INPUT", "perhaps")]);
+    let o = s.run_in(
+        &s.project(),
+        &call,
+        &[("TOOLGATE_STRICT_TOOL_INPUT", "perhaps")],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
@@ -256,7 +380,10 @@ fn config_files_environment_and_flags_stack_in_order() {
 #[test]
 fn config_errors_name_file_line_and_expectation() {
     let s = Sandbox::new();
-    let path = s.write("project/toolgate.toml", "policy = \"standard\"\n\n[access]\ncaps = \"read\"\n");
+    let path = s.write(
+        "project/toolgate.toml",
+        "policy = \"standard\"\n\n[access]\ncaps = \"read\"\n",
+    );
     let o = s.run(&["tools"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
@@ -269,10 +396,18 @@ fn config_errors_name_file_line_and_expectation() {
     s.write("project/toolgate.toml", "[paths]\ndeny = [\"/a/[b\"]\n");
     let o = s.run(&["tools"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("invalid path pattern `/a/[b`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid path pattern `/a/[b`"),
+        "{}",
+        stderr(&o)
+    );
     let o = s.run(&["--config", "missing.toml", "tools"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).starts_with("toolgate: cannot read "), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("toolgate: cannot read "),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -300,21 +435,60 @@ reason = "touching files is reviewed"
     );
     // [access] without a cap: the destructive demo tool is active.
     let rows = tools_json(&s, &[], &[]);
-    assert_eq!(active_names(&rows), ["demo_flood", "demo_shell", "demo_touch", "demo_wipe"]);
+    assert_eq!(
+        active_names(&rows),
+        ["demo_flood", "demo_shell", "demo_touch", "demo_wipe"]
+    );
     let o = s.run(&["--demo", "call", "demo_touch", r#"{"path": "a.txt"}"#]);
-    assert_eq!(stderr(&o), "toolgate: approval required: touching files is reviewed\n");
-    let o = s.run(&["--demo", "policy", "explain", "demo_touch", r#"{"path": "x/secrets/k"}"#]);
-    assert!(stdout(&o).contains("matches the denied pattern `**/secrets/**`"), "{}", stdout(&o));
+    assert_eq!(
+        stderr(&o),
+        "toolgate: approval required: touching files is reviewed\n"
+    );
+    let o = s.run(&[
+        "--demo",
+        "policy",
+        "explain",
+        "demo_touch",
+        r#"{"path": "x/secrets/k"}"#,
+    ]);
+    assert!(
+        stdout(&o).contains("matches the denied pattern `**/secrets/**`"),
+        "{}",
+        stdout(&o)
+    );
     // The defaults are kept next to the additions.
-    let o = s.run(&["--demo", "policy", "explain", "demo_touch", r#"{"path": "/proc/1/mem"}"#]);
-    assert!(stdout(&o).contains("matches the denied pattern `/proc/**`"), "{}", stdout(&o));
+    let o = s.run(&[
+        "--demo",
+        "policy",
+        "explain",
+        "demo_touch",
+        r#"{"path": "/proc/1/mem"}"#,
+    ]);
+    assert!(
+        stdout(&o).contains("matches the denied pattern `/proc/**`"),
+        "{}",
+        stdout(&o)
+    );
 
-    let o = s.run(&["--demo", "call", "demo_flood", r#"{"lines": 1000}"#, "--json"]);
+    let o = s.run(&[
+        "--demo",
+        "call",
+        "demo_flood",
+        r#"{"lines": 1000}"#,
+        "--json",
+    ]);
     let body: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(body["truncated"], true);
     let text = body["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("[... 981 lines omitted ...]"), "{text}");
     let saved = PathBuf::from(body["full_output"].as_str().unwrap());
-    assert!(saved.starts_with(s.project().join("out")), "{}", saved.display());
-    assert_eq!(std::fs::read_to_string(saved).unwrap().lines().count(), 1000);
+    assert!(
+        saved.starts_with(s.project().join("out")),
+        "{}",
+        saved.display()
+    );
+    assert_eq!(
+        std::fs::read_to_string(saved).unwrap().lines().count(),
+        1000
+    );
 }

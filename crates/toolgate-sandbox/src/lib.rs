@@ -1,0 +1,19 @@
+//! toolgate's boundary.
+//!
+//! Commands run inside bubblewrap (new user, pid, ipc, uts, cgroup and
+//! network namespaces, every capability dropped, a read-only system and
+//! only the writable roots bound read-write) and then through stage 2, our
+//! own binary re-executed inside, which adds no_new_privs, a seccomp filter
+//! and Landlock before it execs the command. Where bubblewrap cannot run,
+//! the landlock backend applies stage 2 alone.
+//!
+//! This crate is the boundary; the policy layers of `toolgate-policy` are
+//! defence in depth in front of it.
+
+pub mod plan;
+pub mod spec;
+pub mod stage2;
+
+pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
+pub use spec::{NetworkMode, SandboxSpec};
+pub use stage2::{Stage2Args, Stage2Error};

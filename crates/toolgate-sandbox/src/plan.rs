@@ -1,0 +1,415 @@
+//! The bubblewrap plan: one ordered argv.
+//!
+//! The order is fixed, because later mounts shadow earlier ones:
+//! namespaces and process flags, read-only system directories, fresh
+//! /proc, /dev and /tmp, writable roots, read-deny masks, and write-deny
+//! masks last, so nothing after them can undo them.
+
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+use crate::spec::{MANDATORY_WRITE_DENY, NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
+use crate::stage2::Stage2Args;
+
+/// Where stage 2 appears inside the sandbox.
+pub const STAGE2_PATH: &str = "/.toolgate/stage2";
+
+/// System directories bound read-only (or recreated as symlinks on
+/// merged-/usr systems).
+const SYSTEM_PATHS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// What is at a host path, without following a final symlink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEntry {
+    /// A directory.
+    Dir,
+    /// Anything that is not a directory or a symlink.
+    File,
+    /// A symlink and its target as written.
+    Symlink(PathBuf),
+    /// Nothing.
+    Missing,
+}
+
+/// The host filesystem as the plan sees it; a fixture in tests.
+pub trait HostView {
+    /// What is at `path` (absolute), not following a final symlink.
+    fn entry(&self, path: &Path) -> HostEntry;
+    /// A small text file (a worktree's `.git` file), if readable.
+    fn read_small(&self, path: &Path) -> Option<String>;
+}
+
+/// The real filesystem.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RealHost;
+
+impl HostView for RealHost {
+    fn entry(&self, path: &Path) -> HostEntry {
+        match std::fs::symlink_metadata(path) {
+            Err(_) => HostEntry::Missing,
+            Ok(m) if m.is_symlink() => match std::fs::read_link(path) {
+                Ok(target) => HostEntry::Symlink(target),
+                Err(_) => HostEntry::Missing,
+            },
+            Ok(m) if m.is_dir() => HostEntry::Dir,
+            Ok(_) => HostEntry::File,
+        }
+    }
+
+    fn read_small(&self, path: &Path) -> Option<String> {
+        let text = std::fs::read_to_string(path).ok()?;
+        (text.len() < 4096).then_some(text)
+    }
+}
+
+/// Host files the plan needs besides the spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanFiles {
+    /// The bwrap binary.
+    pub bwrap: PathBuf,
+    /// Our own binary, run inside as stage 2.
+    pub stage2: PathBuf,
+    /// An empty read-only file bound over absent write-deny files, so that
+    /// writing them fails instead of going nowhere.
+    pub empty_file: PathBuf,
+}
+
+/// A plan that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// Roots and paths must be absolute.
+    #[error("sandbox path `{}` is not absolute", path.display())]
+    NotAbsolute {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A writable root is not an existing directory.
+    #[error("writable root `{}` is not an existing directory", path.display())]
+    RootMissing {
+        /// The root.
+        path: PathBuf,
+    },
+    /// The working directory is not inside a root.
+    #[error("working directory `{}` is not inside a writable root", path.display())]
+    CwdOutsideRoots {
+        /// The cwd.
+        path: PathBuf,
+    },
+}
+
+/// The argv and the host paths bwrap will create as mount points, which are
+/// removed again after the run (so no stray files are left on the host).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BwrapPlan {
+    /// `bwrap ... -- stage2 ... -- program args...`.
+    pub argv: Vec<OsString>,
+    /// Absent host paths that become mount points, in creation order.
+    pub created_mount_points: Vec<PathBuf>,
+}
+
+struct Builder {
+    argv: Vec<OsString>,
+    created: Vec<PathBuf>,
+}
+
+impl Builder {
+    fn push(&mut self, args: &[&str]) {
+        self.argv.extend(args.iter().map(OsString::from));
+    }
+
+    fn push_path(&mut self, flag: &str, paths: &[&Path]) {
+        self.argv.push(flag.into());
+        self.argv
+            .extend(paths.iter().map(|p| p.as_os_str().to_owned()));
+    }
+}
+
+impl BwrapPlan {
+    /// Builds the plan for `spec`, running `command` through stage 2.
+    pub fn build(
+        spec: &SandboxSpec,
+        files: &PlanFiles,
+        stage2: &Stage2Args,
+        command: &[OsString],
+        host: &dyn HostView,
+    ) -> Result<BwrapPlan, PlanError> {
+        check_spec(spec, host)?;
+        let mut b = Builder {
+            argv: vec![files.bwrap.as_os_str().to_owned()],
+            created: Vec::new(),
+        };
+        process_flags(&mut b, spec);
+        system_mounts(&mut b, host);
+        // Fresh kernel views and a private /tmp; roots under /tmp come after,
+        // so the tmpfs does not hide them.
+        b.push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+        for root in &spec.writable_roots {
+            b.push_path("--bind", &[root, root]);
+        }
+        for path in &spec.read_only_paths {
+            if host.entry(path) != HostEntry::Missing {
+                b.push_path("--ro-bind", &[path, path]);
+            }
+        }
+        read_deny_masks(&mut b, spec, host);
+        write_deny_masks(&mut b, spec, files, host);
+        b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
+        b.push_path("--chdir", &[&spec.cwd]);
+        b.push(&["--", STAGE2_PATH]);
+        b.argv.extend(stage2.to_argv());
+        b.argv.push("--".into());
+        b.argv.extend(command.iter().cloned());
+        Ok(BwrapPlan {
+            argv: b.argv,
+            created_mount_points: b.created,
+        })
+    }
+}
+
+fn check_spec(spec: &SandboxSpec, host: &dyn HostView) -> Result<(), PlanError> {
+    let all = spec
+        .writable_roots
+        .iter()
+        .chain(&spec.read_only_paths)
+        .chain(&spec.read_deny)
+        .chain(&spec.write_deny)
+        .chain(std::iter::once(&spec.cwd));
+    for path in all {
+        if !path.is_absolute() {
+            return Err(PlanError::NotAbsolute { path: path.clone() });
+        }
+    }
+    for root in &spec.writable_roots {
+        if host.entry(root) != HostEntry::Dir {
+            return Err(PlanError::RootMissing { path: root.clone() });
+        }
+    }
+    if !spec.writable_roots.iter().any(|r| spec.cwd.starts_with(r)) {
+        return Err(PlanError::CwdOutsideRoots {
+            path: spec.cwd.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn process_flags(b: &mut Builder, spec: &SandboxSpec) {
+    // A new user namespace even as root, so `--cap-drop ALL` leaves the
+    // command with no capability at all in any namespace.
+    b.push(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]);
+    if spec.network != NetworkMode::Host {
+        b.push(&["--unshare-net"]);
+    }
+    b.push(&[
+        "--hostname",
+        "toolgate",
+        // No process may outlive the sandbox, nor reach the caller's
+        // terminal (TIOCSTI injection into the parent's tty).
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        // The environment reaches stage 2 through a file descriptor, so no
+        // value ever appears in an argv that other host processes can read.
+        "--clearenv",
+    ]);
+}
+
+fn system_mounts(b: &mut Builder, host: &dyn HostView) {
+    for path in SYSTEM_PATHS {
+        let path = Path::new(path);
+        match host.entry(path) {
+            // Recreate merged-/usr symlinks instead of binding through them:
+            // binding a path and also creating a symlink on it would fail.
+            HostEntry::Symlink(target) => b.push_path("--symlink", &[&target, path]),
+            HostEntry::Dir => b.push_path("--ro-bind", &[path, path]),
+            HostEntry::File | HostEntry::Missing => {}
+        }
+    }
+}
+
+fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, host: &dyn HostView) {
+    let system = SYSTEM_READ_DENY.iter().map(Path::new);
+    for path in system.chain(spec.read_deny.iter().map(PathBuf::as_path)) {
+        match resolve(host, path) {
+            // An empty directory hides a directory; /dev/null a file.
+            Resolved::Existing { path, is_dir: true } => b.push_path("--tmpfs", &[&path]),
+            Resolved::Existing {
+                path,
+                is_dir: false,
+            } => {
+                b.push_path("--ro-bind", &[Path::new("/dev/null"), &path]);
+            }
+            // Nothing there to read.
+            Resolved::Missing { .. } | Resolved::Unreachable => {}
+        }
+    }
+}
+
+fn write_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host: &dyn HostView) {
+    let mut targets: Vec<(PathBuf, bool)> = Vec::new();
+    for root in &spec.writable_roots {
+        for (rel, is_dir) in MANDATORY_WRITE_DENY {
+            targets.push((root.join(rel), *is_dir));
+        }
+        targets.extend(worktree_git_dirs(host, root));
+    }
+    targets.extend(spec.write_deny.iter().map(|p| (p.clone(), false)));
+    for (path, is_dir) in targets {
+        match resolve(host, &path) {
+            Resolved::Existing { path, .. } => {
+                if is_writable(spec, &path) {
+                    b.push_path("--ro-bind", &[&path, &path]);
+                }
+            }
+            Resolved::Missing { first_missing } => {
+                if !is_writable(spec, &first_missing) || b.created.contains(&first_missing) {
+                    continue;
+                }
+                // An absent deny path is blocked where it would first be
+                // created: `mkdir -p .git/hooks` in a root without `.git`
+                // must not be able to make `.git` either.
+                if is_dir && first_missing == path {
+                    b.push_path("--tmpfs", &[&first_missing]);
+                    b.push_path("--remount-ro", &[&first_missing]);
+                } else {
+                    b.push_path("--ro-bind", &[&files.empty_file, &first_missing]);
+                }
+                b.created.push(first_missing);
+            }
+            Resolved::Unreachable => {}
+        }
+    }
+}
+
+/// For a root whose `.git` is a file (a worktree), the real git dir's hooks
+/// and config, which git on the host would run and read.
+fn worktree_git_dirs(host: &dyn HostView, root: &Path) -> Vec<(PathBuf, bool)> {
+    let dot_git = root.join(".git");
+    if host.entry(&dot_git) != HostEntry::File {
+        return Vec::new();
+    }
+    let Some(text) = host.read_small(&dot_git) else {
+        return Vec::new();
+    };
+    let Some(gitdir) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let gitdir = lexical_join(root, Path::new(gitdir.trim()));
+    let common = host
+        .read_small(&gitdir.join("commondir"))
+        .map(|c| lexical_join(&gitdir, Path::new(c.trim())))
+        .unwrap_or_else(|| gitdir.clone());
+    vec![
+        (gitdir.join("config"), false),
+        (gitdir.join("hooks"), true),
+        (common.join("config"), false),
+        (common.join("hooks"), true),
+    ]
+}
+
+fn is_writable(spec: &SandboxSpec, path: &Path) -> bool {
+    spec.writable_roots.iter().any(|r| path.starts_with(r))
+}
+
+/// Where a host path leads once symlinks in it are followed.
+#[derive(Debug, PartialEq, Eq)]
+enum Resolved {
+    /// It exists (after following symlinks) at `path`.
+    Existing { path: PathBuf, is_dir: bool },
+    /// It does not; `first_missing` is the first component that would have
+    /// to be created.
+    Missing { first_missing: PathBuf },
+    /// A non-directory in the middle, or a symlink loop: it cannot be created.
+    Unreachable,
+}
+
+fn resolve(host: &dyn HostView, path: &Path) -> Resolved {
+    let mut pending: Vec<PathBuf> = vec![path.to_owned()];
+    let mut current = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(next) = pending.pop() {
+        let mut components: Vec<Component> = next.components().collect();
+        components.reverse();
+        while let Some(component) = components.pop() {
+            let candidate = match component {
+                Component::RootDir => {
+                    current = PathBuf::from("/");
+                    continue;
+                }
+                Component::CurDir | Component::Prefix(_) => continue,
+                Component::ParentDir => {
+                    current.pop();
+                    continue;
+                }
+                Component::Normal(name) => current.join(name),
+            };
+            match host.entry(&candidate) {
+                HostEntry::Dir => current = candidate,
+                HostEntry::File if components.is_empty() => {
+                    return Resolved::Existing {
+                        path: candidate,
+                        is_dir: false,
+                    };
+                }
+                HostEntry::File => return Resolved::Unreachable,
+                HostEntry::Missing => {
+                    return Resolved::Missing {
+                        first_missing: candidate,
+                    };
+                }
+                HostEntry::Symlink(target) => {
+                    hops += 1;
+                    if hops > 40 {
+                        return Resolved::Unreachable;
+                    }
+                    // Resume with the target, then the rest of this path.
+                    let rest: PathBuf = components.iter().rev().collect();
+                    let resumed = if target.is_absolute() {
+                        target.join(rest)
+                    } else {
+                        current.join(target).join(rest)
+                    };
+                    pending.push(resumed);
+                    break;
+                }
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        if !pending.last().is_some_and(|p| p.is_absolute()) {
+            return Resolved::Unreachable;
+        }
+        current = PathBuf::from("/");
+    }
+    Resolved::Existing {
+        path: current,
+        is_dir: true,
+    }
+}
+
+fn lexical_join(base: &Path, path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in base.join(path).components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,287 @@
+use std::collections::BTreeMap;
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+/// A host described in a table; everything not listed is missing.
+#[derive(Default)]
+struct Fixture {
+    entries: BTreeMap<PathBuf, HostEntry>,
+    texts: BTreeMap<PathBuf, String>,
+}
+
+impl Fixture {
+    fn merged_usr() -> Self {
+        let mut f = Fixture::default();
+        for dir in ["/usr", "/etc", "/opt", "/etc/ssh"] {
+            f.dir(dir);
+        }
+        f.file("/etc/shadow");
+        f.file("/etc/ssh/ssh_host_ed25519_key");
+        f.link("/bin", "usr/bin");
+        f.link("/sbin", "usr/sbin");
+        f.link("/lib", "usr/lib");
+        f.link("/lib64", "usr/lib64");
+        f
+    }
+
+    fn dir(&mut self, p: &str) -> &mut Self {
+        self.entries.insert(p.into(), HostEntry::Dir);
+        self
+    }
+
+    fn file(&mut self, p: &str) -> &mut Self {
+        self.entries.insert(p.into(), HostEntry::File);
+        self
+    }
+
+    fn link(&mut self, p: &str, target: &str) -> &mut Self {
+        self.entries
+            .insert(p.into(), HostEntry::Symlink(target.into()));
+        self
+    }
+
+    fn text(&mut self, p: &str, text: &str) -> &mut Self {
+        self.file(p);
+        self.texts.insert(p.into(), text.into());
+        self
+    }
+}
+
+impl HostView for Fixture {
+    fn entry(&self, path: &Path) -> HostEntry {
+        if path == Path::new("/") {
+            return HostEntry::Dir;
+        }
+        self.entries
+            .get(path)
+            .cloned()
+            .unwrap_or(HostEntry::Missing)
+    }
+
+    fn read_small(&self, path: &Path) -> Option<String> {
+        self.texts.get(path).cloned()
+    }
+}
+
+fn files() -> PlanFiles {
+    PlanFiles {
+        bwrap: "/usr/bin/bwrap".into(),
+        stage2: "/opt/toolgate/bin/toolgate".into(),
+        empty_file: "/run/toolgate/empty".into(),
+    }
+}
+
+fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
+    Stage2Args {
+        network: spec.network,
+        in_network_namespace: spec.network == NetworkMode::None,
+        allow_unix_sockets: spec.allow_unix_sockets,
+        read: vec!["/".into()],
+        write: spec.writable_roots.clone(),
+        env_fd: Some(3),
+    }
+}
+
+fn plan(spec: &SandboxSpec, host: &Fixture) -> BwrapPlan {
+    let command: Vec<OsString> = vec!["bash".into(), "-c".into(), "make test".into()];
+    BwrapPlan::build(spec, &files(), &stage2_for(spec), &command, host).unwrap()
+}
+
+/// The argv one flag per line, as a reviewer reads it.
+fn render(plan: &BwrapPlan) -> String {
+    let mut out = String::new();
+    for arg in &plan.argv {
+        let arg = arg.to_string_lossy();
+        if arg.starts_with("--") && !out.is_empty() {
+            out.push('\n');
+        } else if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&arg);
+    }
+    out.push_str("\n\ncreated mount points:");
+    for p in &plan.created_mount_points {
+        out.push_str(&format!("\n{}", p.display()));
+    }
+    out
+}
+
+#[test]
+fn plan_for_a_git_repository_on_a_merged_usr_host() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/work")
+        .dir("/work/app")
+        .dir("/work/app/.git")
+        .dir("/work/app/.git/hooks")
+        .file("/work/app/.git/config")
+        .file("/work/app/.bashrc")
+        .dir("/work/app/.vscode")
+        .dir("/work/app/secrets");
+    let spec = SandboxSpec::for_root("/work/app")
+        .read_deny("/work/app/secrets")
+        .write_deny("/work/app/Cargo.lock");
+    insta::assert_snapshot!(render(&plan(&spec, &host)));
+}
+
+#[test]
+fn plan_for_a_fresh_directory_without_git_on_a_split_usr_host() {
+    let mut host = Fixture::default();
+    for dir in [
+        "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/tmp", "/tmp/job",
+    ] {
+        host.dir(dir);
+    }
+    let spec = SandboxSpec::for_root("/tmp/job")
+        .network(NetworkMode::Host)
+        .allow_unix_sockets(true);
+    insta::assert_snapshot!(render(&plan(&spec, &host)));
+}
+
+#[test]
+fn plan_for_a_git_worktree_protects_the_real_git_dir() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/src")
+        .dir("/src/main")
+        .dir("/src/main/.git")
+        .dir("/src/main/.git/hooks")
+        .file("/src/main/.git/config")
+        .dir("/src/main/.git/worktrees")
+        .dir("/src/main/.git/worktrees/feature")
+        .text("/src/main/.git/worktrees/feature/commondir", "../..\n")
+        .dir("/src/feature")
+        .text(
+            "/src/feature/.git",
+            "gitdir: ../main/.git/worktrees/feature\n",
+        );
+    let spec = SandboxSpec::for_root("/src/feature").writable_root("/src/main");
+    let plan = plan(&spec, &host);
+    let text = render(&plan);
+    for protected in [
+        "/src/main/.git/hooks /src/main/.git/hooks",
+        "/src/main/.git/config /src/main/.git/config",
+    ] {
+        assert!(text.contains(&format!("--ro-bind {protected}")), "{text}");
+    }
+    // The worktree's own git dir has no hooks directory: it is masked empty.
+    assert!(text.contains("--tmpfs /src/main/.git/worktrees/feature/hooks\n--remount-ro /src/main/.git/worktrees/feature/hooks"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn mounts_come_in_the_fixed_order() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w")
+        .dir("/w/.git")
+        .file("/w/.git/config")
+        .dir("/w/private");
+    let spec = SandboxSpec::for_root("/w").read_deny("/w/private");
+    let argv: Vec<String> = plan(&spec, &host)
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let position = |needle: &[&str]| {
+        argv.windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap_or_else(|| panic!("{needle:?} not in {argv:?}"))
+    };
+    let order = [
+        position(&["--cap-drop", "ALL"]),
+        position(&["--ro-bind", "/usr", "/usr"]),
+        position(&["--proc", "/proc"]),
+        position(&["--tmpfs", "/tmp"]),
+        position(&["--bind", "/w", "/w"]),
+        position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
+        position(&["--tmpfs", "/w/private"]),
+        position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),
+        position(&["--ro-bind", "/opt/toolgate/bin/toolgate", STAGE2_PATH]),
+        position(&["--", STAGE2_PATH]),
+    ];
+    let mut sorted = order;
+    sorted.sort();
+    assert_eq!(order, sorted, "{argv:?}");
+    // No system path is both bound and recreated as a symlink.
+    for path in SYSTEM_PATHS {
+        let bound = argv
+            .windows(3)
+            .any(|w| w[0] == "--ro-bind" && w[2] == *path);
+        let linked = argv
+            .windows(3)
+            .any(|w| w[0] == "--symlink" && w[2] == *path);
+        assert!(!(bound && linked), "{path} bound and linked");
+    }
+}
+
+#[test]
+fn specs_that_cannot_work_are_refused() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w").file("/w/file");
+    let cases = [
+        (
+            SandboxSpec::for_root("relative"),
+            "sandbox path `relative` is not absolute",
+        ),
+        (
+            SandboxSpec::for_root("/nope"),
+            "writable root `/nope` is not an existing directory",
+        ),
+        (
+            SandboxSpec::for_root("/w/file"),
+            "writable root `/w/file` is not an existing directory",
+        ),
+        (
+            SandboxSpec::for_root("/w").cwd("/etc"),
+            "working directory `/etc` is not inside a writable root",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let err = BwrapPlan::build(&spec, &files(), &stage2_for(&spec), &["true".into()], &host)
+            .unwrap_err();
+        assert_eq!(err.to_string(), expected);
+    }
+}
+
+#[test]
+fn resolve_follows_symlinks_and_finds_the_first_missing_component() {
+    let mut host = Fixture::default();
+    host.dir("/w")
+        .link("/w/l", "/w/real")
+        .dir("/w/real")
+        .link("/w/loop", "/w/loop")
+        .file("/w/f");
+    let cases = [
+        (
+            "/w/real",
+            Resolved::Existing {
+                path: "/w/real".into(),
+                is_dir: true,
+            },
+        ),
+        (
+            "/w/l/x/y",
+            Resolved::Missing {
+                first_missing: "/w/real/x".into(),
+            },
+        ),
+        (
+            "/w/a/b",
+            Resolved::Missing {
+                first_missing: "/w/a".into(),
+            },
+        ),
+        (
+            "/w/f",
+            Resolved::Existing {
+                path: "/w/f".into(),
+                is_dir: false,
+            },
+        ),
+        ("/w/f/x", Resolved::Unreachable),
+        ("/w/loop/x", Resolved::Unreachable),
+    ];
+    for (path, expected) in cases {
+        assert_eq!(resolve(&host, Path::new(path)), expected, "{path}");
+    }
+}

@@ -1,0 +1,301 @@
+//! Stage 2: the last code that runs before the command, inside the sandbox.
+//!
+//! Our own binary is re-executed (inside bubblewrap, or directly with the
+//! landlock backend). It reads the command's environment from a file
+//! descriptor, sets no_new_privs, drops every capability, confines the
+//! filesystem with Landlock where the kernel has it, installs a seccomp
+//! filter, and finally execs the command. Any failure before the exec ends
+//! the run: stage 2 fails closed, it never runs the command less confined.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use crate::spec::NetworkMode;
+
+mod caps;
+mod filter;
+mod landlock_rules;
+
+pub use filter::seccomp_filters;
+
+/// Exit status of stage 2 when it refuses to run the command.
+pub const STAGE2_FAILURE: i32 = 125;
+
+/// How stage 2 confines the command.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stage2Args {
+    /// Network mode; with `none` and no network namespace (landlock
+    /// backend), IP sockets are refused by seccomp and Landlock.
+    pub network: NetworkMode,
+    /// Whether a network namespace already isolates the command (bwrap).
+    pub in_network_namespace: bool,
+    /// Whether `socket(AF_UNIX)` is allowed.
+    pub allow_unix_sockets: bool,
+    /// Hierarchies the command may read and execute.
+    pub read: Vec<PathBuf>,
+    /// Hierarchies the command may write.
+    pub write: Vec<PathBuf>,
+    /// Descriptor holding the environment as `KEY=VALUE\0` records.
+    pub env_fd: Option<i32>,
+}
+
+/// Why stage 2 did not run the command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Stage2Error {
+    /// Bad arguments, or confinement could not be applied (fail closed).
+    #[error("stage 2: {0}")]
+    Setup(String),
+    /// The exec itself failed.
+    #[error("cannot run {program}: {message}")]
+    Exec {
+        /// The program.
+        program: String,
+        /// The OS error.
+        message: String,
+        /// 127 when it does not exist, 126 otherwise (shell convention).
+        code: i32,
+    },
+}
+
+impl Stage2Error {
+    /// The exit status stage 2 ends with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Stage2Error::Setup(_) => STAGE2_FAILURE,
+            Stage2Error::Exec { code, .. } => *code,
+        }
+    }
+}
+
+impl Stage2Args {
+    /// The arguments as passed on the command line (paths and flags only:
+    /// no environment value ever appears here).
+    pub fn to_argv(&self) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec!["--network".into(), self.network.as_str().into()];
+        if self.in_network_namespace {
+            argv.push("--in-netns".into());
+        }
+        if self.allow_unix_sockets {
+            argv.push("--allow-unix-sockets".into());
+        }
+        for (flag, paths) in [("--read", &self.read), ("--write", &self.write)] {
+            for path in paths {
+                argv.push(flag.into());
+                argv.push(path.as_os_str().to_owned());
+            }
+        }
+        if let Some(fd) = self.env_fd {
+            argv.push("--env-fd".into());
+            argv.push(fd.to_string().into());
+        }
+        argv
+    }
+
+    /// Parses `args` up to `--`; the rest is the command.
+    pub fn parse(args: &[OsString]) -> Result<(Stage2Args, Vec<OsString>), Stage2Error> {
+        let mut parsed = Stage2Args::default();
+        let mut iter = args.iter();
+        let value = |iter: &mut std::slice::Iter<OsString>, flag: &str| {
+            iter.next()
+                .cloned()
+                .ok_or_else(|| Stage2Error::Setup(format!("{flag} needs a value")))
+        };
+        while let Some(arg) = iter.next() {
+            match arg.to_str() {
+                Some("--") => {
+                    let command: Vec<OsString> = iter.cloned().collect();
+                    if command.is_empty() {
+                        return Err(Stage2Error::Setup("no command after --".into()));
+                    }
+                    return Ok((parsed, command));
+                }
+                Some("--network") => {
+                    parsed.network = match value(&mut iter, "--network")?.to_str() {
+                        Some("none") => NetworkMode::None,
+                        Some("host") => NetworkMode::Host,
+                        other => {
+                            return Err(Stage2Error::Setup(format!("unknown network {other:?}")));
+                        }
+                    }
+                }
+                Some("--in-netns") => parsed.in_network_namespace = true,
+                Some("--allow-unix-sockets") => parsed.allow_unix_sockets = true,
+                Some("--read") => parsed.read.push(value(&mut iter, "--read")?.into()),
+                Some("--write") => parsed.write.push(value(&mut iter, "--write")?.into()),
+                Some("--env-fd") => {
+                    let fd = value(&mut iter, "--env-fd")?;
+                    let fd = fd
+                        .to_str()
+                        .and_then(|s| s.parse::<i32>().ok())
+                        .filter(|fd| *fd > 2);
+                    parsed.env_fd = Some(fd.ok_or_else(|| {
+                        Stage2Error::Setup("--env-fd needs a descriptor > 2".into())
+                    })?);
+                }
+                _ => return Err(Stage2Error::Setup(format!("unknown argument {arg:?}"))),
+            }
+        }
+        Err(Stage2Error::Setup("missing -- before the command".into()))
+    }
+}
+
+/// Confines this process as `args` say and execs `command`. Returns only on
+/// failure, with what went wrong.
+pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error {
+    match confine(args).and_then(|env| exec(command, env)) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+/// The whole of stage 2 as a program: parses `args`, confines, execs.
+/// Returns the exit status only when the command could not be run; the
+/// reason goes to stderr.
+pub fn main_with_args(args: impl Iterator<Item = OsString>) -> i32 {
+    let args: Vec<OsString> = args.collect();
+    let error = match Stage2Args::parse(&args) {
+        Ok((parsed, command)) => confine_and_exec(&parsed, &command),
+        Err(e) => e,
+    };
+    eprintln!("toolgate: {error}");
+    error.exit_code()
+}
+
+fn confine(args: &Stage2Args) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
+    let env = match args.env_fd {
+        Some(fd) => read_env(fd)?,
+        None => Vec::new(),
+    };
+    // Without no_new_privs a setuid binary would regain what we drop.
+    rustix::thread::set_no_new_privs(true)
+        .map_err(|e| Stage2Error::Setup(format!("cannot set no_new_privs: {e}")))?;
+    caps::drop_all()?;
+    landlock_rules::restrict(args)?;
+    for program in seccomp_filters(args)? {
+        seccompiler::apply_filter(&program)
+            .map_err(|e| Stage2Error::Setup(format!("cannot install the seccomp filter: {e}")))?;
+    }
+    Ok(env)
+}
+
+fn read_env(fd: i32) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
+    // SAFETY: the descriptor number comes from our own parent, which opened
+    // it for us and passed it in `--env-fd`; nothing else in this process
+    // uses it, and taking ownership closes it before the exec.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut bytes = Vec::new();
+    std::fs::File::from(owned)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Stage2Error::Setup(format!("cannot read the environment: {e}")))?;
+    let mut env = Vec::new();
+    for record in bytes.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        let Some(eq) = record.iter().position(|b| *b == b'=') else {
+            return Err(Stage2Error::Setup("malformed environment record".into()));
+        };
+        env.push((
+            OsStr::from_bytes(&record[..eq]).to_owned(),
+            OsStr::from_bytes(&record[eq + 1..]).to_owned(),
+        ));
+    }
+    Ok(env)
+}
+
+/// Serialises an environment for `--env-fd`.
+pub fn encode_env(env: &[(OsString, OsString)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (key, value) in env {
+        out.extend_from_slice(key.as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(value.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+fn exec(
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+) -> Result<std::convert::Infallible, Stage2Error> {
+    let Some((program, rest)) = command.split_first() else {
+        return Err(Stage2Error::Setup("no command".into()));
+    };
+    let err = std::process::Command::new(program)
+        .args(rest)
+        .env_clear()
+        .envs(env)
+        .exec();
+    Err(Stage2Error::Exec {
+        program: String::from_utf8_lossy(&program.clone().into_vec()).into_owned(),
+        message: err.to_string(),
+        code: if err.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn arguments_round_trip() {
+        let args = Stage2Args {
+            network: NetworkMode::None,
+            in_network_namespace: true,
+            allow_unix_sockets: true,
+            read: vec!["/".into()],
+            write: vec!["/w".into(), "/tmp".into()],
+            env_fd: Some(3),
+        };
+        let mut argv = args.to_argv();
+        argv.push("--".into());
+        argv.push("ls".into());
+        assert_eq!(Stage2Args::parse(&argv), Ok((args, vec!["ls".into()])));
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let parse = |a: &[&str]| {
+            let a: Vec<OsString> = a.iter().map(OsString::from).collect();
+            Stage2Args::parse(&a).map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            parse(&["--network", "wifi", "--", "x"]),
+            Err("stage 2: unknown network Some(\"wifi\")".into())
+        );
+        assert_eq!(
+            parse(&["--env-fd", "1", "--", "x"]),
+            Err("stage 2: --env-fd needs a descriptor > 2".into())
+        );
+        assert_eq!(
+            parse(&["--read"]),
+            Err("stage 2: --read needs a value".into())
+        );
+        assert_eq!(parse(&["--"]), Err("stage 2: no command after --".into()));
+        assert_eq!(
+            parse(&["ls"]),
+            Err("stage 2: unknown argument \"ls\"".into())
+        );
+    }
+
+    #[test]
+    fn environment_encoding_keeps_values_with_equals_and_newlines() {
+        let env = vec![
+            (OsString::from("A"), OsString::from("x=y")),
+            (OsString::from("B"), OsString::from("line1\nline2")),
+        ];
+        let bytes = encode_env(&env);
+        let (r, mut w) = std::io::pipe().unwrap();
+        std::io::Write::write_all(&mut w, &bytes).unwrap();
+        drop(w);
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(OwnedFd::from(r));
+        assert_eq!(read_env(fd).unwrap(), env);
+    }
+}

@@ -1,0 +1,53 @@
+//! Landlock: the filesystem (and, for network `none`, TCP) rules applied to
+//! the command where the kernel supports them.
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+};
+
+use super::{Stage2Args, Stage2Error};
+use crate::spec::NetworkMode;
+
+/// The newest ABI this build knows; older kernels get the subset they have.
+const ABI_TARGET: ABI = ABI::V6;
+
+pub(super) fn restrict(args: &Stage2Args) -> Result<(), Stage2Error> {
+    let setup = |e: &dyn std::fmt::Display| Stage2Error::Setup(format!("landlock: {e}"));
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(ABI_TARGET))
+        .map_err(|e| setup(&e))?;
+    if args.network == NetworkMode::None {
+        // Handled with no rule that allows anything: no TCP bind or connect.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI_TARGET))
+            .map_err(|e| setup(&e))?;
+    }
+    let status = ruleset
+        .create()
+        .map_err(|e| setup(&e))?
+        .add_rules(path_beneath_rules(
+            &args.read,
+            AccessFs::from_read(ABI_TARGET),
+        ))
+        .map_err(|e| setup(&e))?
+        .add_rules(path_beneath_rules(
+            &args.write,
+            AccessFs::from_all(ABI_TARGET),
+        ))
+        .map_err(|e| setup(&e))?
+        .restrict_self()
+        .map_err(|e| setup(&e))?;
+    if status.ruleset == RulesetStatus::NotEnforced && args.in_network_namespace {
+        // Under bubblewrap the mount namespace is the filesystem boundary;
+        // Landlock is an extra layer that old kernels lack.
+        return Ok(());
+    }
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(Stage2Error::Setup(
+            "the kernel does not enforce Landlock, and the landlock backend needs it".into(),
+        ));
+    }
+    Ok(())
+}
