@@ -99,7 +99,11 @@ impl PathPolicy {
 
     /// Compiles `rules`; `~/` in a pattern is `home` (patterns with `~` are
     /// dropped when there is no home directory).
-    pub fn new(rules: PathRules, home: Option<&Path>, temp_dir: PathBuf) -> Result<Self, PolicyError> {
+    pub fn new(
+        rules: PathRules,
+        home: Option<&Path>,
+        temp_dir: PathBuf,
+    ) -> Result<Self, PolicyError> {
         Ok(PathPolicy {
             allow: CompiledGlobs::new(&rules.allow, home)?,
             deny: CompiledGlobs::new(&rules.deny, home)?,
@@ -127,7 +131,10 @@ impl PathPolicy {
         let path = normalize(path, cwd);
         if let Some(pattern) = self.deny.first_match(&path) {
             return PathVerdict::Denied {
-                reason: format!("`{}` matches the denied pattern `{pattern}`", path.display()),
+                reason: format!(
+                    "`{}` matches the denied pattern `{pattern}`",
+                    path.display()
+                ),
                 path,
             };
         }

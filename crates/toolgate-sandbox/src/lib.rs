@@ -11,9 +11,13 @@
 //! defence in depth in front of it.
 
 pub mod plan;
+pub mod probe;
+pub mod roots;
 pub mod spec;
 pub mod stage2;
 
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
+pub use probe::{Backend, BackendChoice, Probe, probe};
+pub use roots::{RootError, RootMap};
 pub use spec::{NetworkMode, SandboxSpec};
 pub use stage2::{Stage2Args, Stage2Error};

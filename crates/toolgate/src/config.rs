@@ -17,6 +17,7 @@ use toolgate_policy::{
     AccessPolicy, PathPolicy, PathRules, PermissionRule, PermissionRules, Policy, PolicyPreset,
     ResourcePolicy,
 };
+use toolgate_sandbox::BackendChoice;
 
 /// The project file's name.
 pub const PROJECT_FILE: &str = "toolgate.toml";
@@ -46,6 +47,17 @@ pub struct ConfigFile {
     /// Permission rules, appended to the defaults.
     #[serde(default)]
     pub rules: Vec<PermissionRule>,
+    /// The sandbox.
+    pub sandbox: Option<SandboxSection>,
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// auto, bwrap, landlock or none (development only).
+    #[serde(default)]
+    pub backend: BackendChoice,
 }
 
 /// `[access]`: replaces the access layer. Without `cap` there is no cap.
@@ -121,6 +133,8 @@ pub struct Settings {
     pub output_dir: Option<PathBuf>,
     /// Files that were read.
     pub sources: Sources,
+    /// Which sandbox backend to use.
+    pub backend: BackendChoice,
 }
 
 /// What the command line said that overrides files and environment.
@@ -301,6 +315,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         commands: file.commands.or(low.commands),
                         resources: file.resources.or(low.resources),
                         rules,
+                        sandbox: file.sandbox.or(low.sandbox),
                     },
                     base_dir,
                     origin: path,
@@ -325,6 +340,16 @@ fn env_parsed<T>(
             })
         })
         .transpose()
+}
+
+fn parse_backend(value: &str) -> Result<BackendChoice, String> {
+    match value {
+        "auto" => Ok(BackendChoice::Auto),
+        "bwrap" => Ok(BackendChoice::Bwrap),
+        "landlock" => Ok(BackendChoice::Landlock),
+        "none" => Ok(BackendChoice::None),
+        _ => Err("expected auto, bwrap, landlock or none".to_owned()),
+    }
 }
 
 fn parse_bool(value: &str) -> Result<bool, String> {
@@ -386,6 +411,9 @@ fn resolve(
         roots,
         output_dir: file.output_dir.as_ref().map(|d| base_dir.join(d)),
         sources,
+        backend: env_parsed(env, "TOOLGATE_SANDBOX_BACKEND", parse_backend)?
+            .or(file.sandbox.map(|s| s.backend))
+            .unwrap_or_default(),
     })
 }
 
@@ -466,7 +494,7 @@ mod tests {
     fn errors_name_the_file_line_and_what_is_expected() {
         assert_eq!(
             parse_err("policy = \"standard\"\nsurprise = 1\n"),
-            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`"
+            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`"
         );
         assert_eq!(
             parse_err("policy = \"lenient\"\n"),

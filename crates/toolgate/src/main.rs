@@ -47,6 +47,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show what this machine offers for sandboxing and which backend is in use.
+    Doctor {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect the policy.
     Policy {
         #[command(subcommand)]
@@ -80,7 +86,17 @@ enum PolicyCommand {
     },
 }
 
+/// The hidden subcommand that runs inside the sandbox (stage 2). It is
+/// dispatched before argument parsing: everything after it belongs to the
+/// sandboxed command.
+const STAGE2_COMMAND: &str = "__stage2";
+
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == STAGE2_COMMAND) {
+        let code = toolgate_sandbox::stage2::main_with_args(args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -104,6 +120,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let ctx =
         CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
     match cli.command {
+        Command::Doctor { json } => render::doctor(&settings, json),
         Command::Tools { json } => {
             render::tools(&executor, &settings, json)?;
             Ok(ExitCode::SUCCESS)

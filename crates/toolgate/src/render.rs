@@ -117,6 +117,68 @@ fn write_table<const N: usize>(out: &mut impl Write, rows: &[[String; N]]) -> Re
     Ok(())
 }
 
+/// `toolgate doctor`: exit 0 when a backend is usable, 1 when none is.
+pub fn doctor(settings: &Settings, as_json: bool) -> Result<ExitCode> {
+    let probe = toolgate_sandbox::probe();
+    let backend = probe.select(settings.backend);
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let body = json!({
+            "probe": probe,
+            "backend_choice": settings.backend,
+            "backend": backend.as_ref().ok(),
+            "error": backend.as_ref().err().map(|e| e.to_string()),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&body)?)?;
+    } else {
+        let b = &probe.bwrap;
+        let yes_no = |v: bool| if v { "yes" } else { "no" };
+        let bwrap = match &b.path {
+            Some(path) => format!(
+                "{} ({}): user namespaces {}, /proc {}",
+                path.display(),
+                b.version.as_deref().unwrap_or("unknown version"),
+                yes_no(b.user_namespace),
+                yes_no(b.proc_mount)
+            ),
+            None => "not found".to_owned(),
+        };
+        let mut rows = vec![["bubblewrap".to_owned(), bwrap]];
+        if let Some(error) = &b.error {
+            rows.push(["".to_owned(), error.clone()]);
+        }
+        rows.push([
+            "landlock".to_owned(),
+            probe
+                .landlock_abi
+                .map_or("not available".to_owned(), |v| format!("ABI {v}")),
+        ]);
+        rows.push(["seccomp".to_owned(), yes_no(probe.seccomp).to_owned()]);
+        rows.push([
+            "uid".to_owned(),
+            if probe.root {
+                "0 (root: every sandboxed command still runs with no capability)".to_owned()
+            } else {
+                "not root".to_owned()
+            },
+        ]);
+        let chosen = match &backend {
+            Ok(b) if *b == toolgate_sandbox::Backend::None => {
+                "none: commands run UNSANDBOXED (development only)".to_owned()
+            }
+            Ok(b) => b.as_str().to_owned(),
+            Err(e) => format!("unavailable: {e}"),
+        };
+        rows.push(["backend".to_owned(), chosen]);
+        write_table(&mut out, &rows)?;
+    }
+    Ok(if backend.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 /// `toolgate policy explain`.
 pub fn explanation(explanation: &Explanation, as_json: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();

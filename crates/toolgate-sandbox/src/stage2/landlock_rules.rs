@@ -13,6 +13,12 @@ use crate::spec::NetworkMode;
 const ABI_TARGET: ABI = ABI::V6;
 
 pub(super) fn restrict(args: &Stage2Args) -> Result<(), Stage2Error> {
+    // A rule needs an open descriptor; paths this machine lacks (/lib32,
+    // /dev/shm) simply grant nothing.
+    let existing = |paths: &[std::path::PathBuf]| -> Vec<std::path::PathBuf> {
+        paths.iter().filter(|p| p.exists()).cloned().collect()
+    };
+    let (read, write) = (existing(&args.read), existing(&args.write));
     let setup = |e: &dyn std::fmt::Display| Stage2Error::Setup(format!("landlock: {e}"));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -27,15 +33,9 @@ pub(super) fn restrict(args: &Stage2Args) -> Result<(), Stage2Error> {
     let status = ruleset
         .create()
         .map_err(|e| setup(&e))?
-        .add_rules(path_beneath_rules(
-            &args.read,
-            AccessFs::from_read(ABI_TARGET),
-        ))
+        .add_rules(path_beneath_rules(&read, AccessFs::from_read(ABI_TARGET)))
         .map_err(|e| setup(&e))?
-        .add_rules(path_beneath_rules(
-            &args.write,
-            AccessFs::from_all(ABI_TARGET),
-        ))
+        .add_rules(path_beneath_rules(&write, AccessFs::from_all(ABI_TARGET)))
         .map_err(|e| setup(&e))?
         .restrict_self()
         .map_err(|e| setup(&e))?;
