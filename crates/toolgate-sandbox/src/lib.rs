@@ -13,11 +13,14 @@
 pub mod plan;
 pub mod probe;
 pub mod roots;
+pub mod runner;
+pub mod sandbox;
 pub mod spec;
 pub mod stage2;
 
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
 pub use probe::{Backend, BackendChoice, Probe, probe};
 pub use roots::{RootError, RootMap};
+pub use sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome};
 pub use spec::{NetworkMode, SandboxSpec};
 pub use stage2::{Stage2Args, Stage2Error};

@@ -1,0 +1,589 @@
+//! The process runner: starts one command, bounds it, and reports how it ended.
+//!
+//! Every command toolgate runs, inside bubblewrap or directly, is spawned by [`run`] or
+//! [`run_streaming`]. The runner
+//! - starts the child in a process group of its own, with exactly the environment of the
+//!   request (nothing inherited) and its resource limits applied before `exec`;
+//! - feeds stdin and reads stdout and stderr concurrently, keeping at most
+//!   `max_output_bytes` of each stream and draining the rest so the child never blocks;
+//! - enforces a wall-clock timeout: SIGTERM to the group, SIGKILL after a grace period;
+//! - kills whatever is left of the group when the command exits or the run is cancelled;
+//! - reports the exit status as data (`exit_code`, `signal`, `timed_out`), never lost.
+//!
+//! It is not a sandbox. Confinement (namespaces, seccomp, Landlock) comes from the command
+//! it runs (bubblewrap and the stage-2 helper). A process that leaves the group (`setsid`)
+//! escapes the group kill here; the sandbox's PID namespace is what ends it.
+
+mod group;
+mod limits;
+mod output;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use rustix::process::Signal;
+use serde::Serialize;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::time::Instant;
+
+use group::ProcessGroup;
+pub use limits::ResourceLimits;
+use output::OutputStream;
+
+/// How long the pipes are still read after the command exited and its group was killed.
+/// Everything in the group is dead by then, so EOF normally comes at once; only a process
+/// that left the group (`setsid`) can hold a pipe open, and it must not hang the run.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
+
+/// How often the group is checked for survivors during the grace period, once the command
+/// itself has exited on SIGTERM.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// One command to run: program, arguments, the complete environment, and its bounds.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// The program; a bare name is looked up in the `PATH` of [`ExecRequest::env`]
+    /// (or `/bin:/usr/bin` when that has none).
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// The complete environment of the child (nothing is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: PathBuf,
+    /// Bytes written to the child's stdin, which is then closed; `None`: `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit, from spawn to SIGTERM of the group.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL of the group.
+    pub kill_grace: Duration,
+    pub limits: ResourceLimits,
+    /// Bytes kept per output stream; the rest is read and discarded.
+    pub max_output_bytes: usize,
+    /// A descriptor handed to the child under a fixed number (stage 2 reads
+    /// the environment from it); every other descriptor is closed on exec.
+    pub pass_fd: Option<(std::sync::Arc<std::os::fd::OwnedFd>, i32)>,
+}
+
+impl ExecRequest {
+    /// A request with safe defaults: no arguments, an empty environment, cwd `/`, no
+    /// stdin, a 120 s timeout with a 2 s grace, 1 MiB kept per stream, no extra limits.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: PathBuf::from("/"),
+            stdin: None,
+            timeout: Duration::from_secs(120),
+            kill_grace: Duration::from_secs(2),
+            limits: ResourceLimits::default(),
+            max_output_bytes: 1024 * 1024,
+            pass_fd: None,
+        }
+    }
+
+    /// Hands `fd` to the child as descriptor number `target` (3 or above).
+    #[must_use]
+    pub fn pass_fd(mut self, fd: std::os::fd::OwnedFd, target: i32) -> Self {
+        self.pass_fd = Some((std::sync::Arc::new(fd), target.max(3)));
+        self
+    }
+
+    #[must_use]
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    #[must_use]
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds one variable to the child's environment.
+    #[must_use]
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    #[must_use]
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = cwd.into();
+        self
+    }
+
+    #[must_use]
+    pub fn stdin(mut self, stdin: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(stdin.into());
+        self
+    }
+
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    #[must_use]
+    pub fn kill_grace(mut self, kill_grace: Duration) -> Self {
+        self.kill_grace = kill_grace;
+        self
+    }
+
+    #[must_use]
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    #[must_use]
+    pub fn max_output_bytes(mut self, max_output_bytes: usize) -> Self {
+        self.max_output_bytes = max_output_bytes;
+        self
+    }
+}
+
+/// How a command ended and what it printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecOutcome {
+    /// Shell convention: the exit status, or 128 + n when killed by signal n. Never lost.
+    pub exit_code: i32,
+    /// The signal that killed the command, if one did.
+    pub signal: Option<i32>,
+    /// The wall-clock timeout expired and the group was terminated.
+    pub timed_out: bool,
+    /// From spawn to the command's exit.
+    pub duration_ms: u64,
+    /// Lossy UTF-8 of the kept bytes, cut on a character boundary at the cap.
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+}
+
+/// Which output stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Why a run produced no [`ExecOutcome`]. A command that fails, times out or dies is not
+/// an error: that is an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The command could not be started: not found, not executable, a bad working
+    /// directory, or a resource limit the system refused.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    /// Waiting for the command or reading its output failed.
+    #[error("running the command failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Runs one process to completion.
+pub async fn run(request: ExecRequest) -> Result<ExecOutcome, RunnerError> {
+    run_streaming(request, |_, _| {}).await
+}
+
+/// Runs one process to completion, calling `on_line(stream, line)` for every output line
+/// as it arrives (for progress reporting).
+///
+/// A line is delivered without its `\n`; a last line without one is delivered at EOF.
+/// Lines are delivered also past `max_output_bytes` (the cap bounds only what is kept),
+/// each cut to its first 64 KiB.
+pub async fn run_streaming(
+    mut request: ExecRequest,
+    mut on_line: impl FnMut(Stream, &str) + Send,
+) -> Result<ExecOutcome, RunnerError> {
+    let stdin_data = request.stdin.take();
+    let mut child = spawn(&request, stdin_data.is_some())?;
+    let started = Instant::now();
+    // Declared after `child`, so dropped before it when the future is dropped: the group
+    // is killed while the unreaped child still holds the group id.
+    let mut supervisor = Supervisor::new(&child, &request, started)?;
+    let mut outputs = Outputs {
+        stdout: OutputStream::new(child.stdout.take(), request.max_output_bytes),
+        stderr: OutputStream::new(child.stderr.take(), request.max_output_bytes),
+    };
+    let feed = feed_stdin(child.stdin.take(), stdin_data.unwrap_or_default());
+    let (status, exited_at) = supervisor
+        .supervise(&mut child, feed, &mut outputs, &mut on_line)
+        .await?;
+    supervisor.group.release();
+
+    let (exit_code, signal) = exit_code_of(status);
+    let (stdout, stdout_truncated) = outputs.stdout.into_text();
+    let (stderr, stderr_truncated) = outputs.stderr.into_text();
+    Ok(ExecOutcome {
+        exit_code,
+        signal,
+        timed_out: supervisor.timed_out,
+        duration_ms: u64::try_from(exited_at.duration_since(started).as_millis())
+            .unwrap_or(u64::MAX),
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
+    })
+}
+
+fn spawn(request: &ExecRequest, pipe_stdin: bool) -> Result<Child, RunnerError> {
+    let spawn_error = |source| RunnerError::Spawn {
+        program: request.program.to_string_lossy().into_owned(),
+        source,
+    };
+    // Checked here only for the message: the child's failing `chdir` would report a bare
+    // "No such file or directory", which reads as if the program were missing.
+    if let Err(err) = std::fs::metadata(&request.cwd) {
+        let cwd = request.cwd.display();
+        return Err(spawn_error(io::Error::new(
+            err.kind(),
+            format!("working directory `{cwd}`: {err}"),
+        )));
+    }
+    let mut command = Command::new(&request.program);
+    command
+        .args(&request.args)
+        // Nothing of toolgate's own environment (tokens, proxy credentials) reaches the child.
+        .env_clear()
+        .envs(request.env.iter().map(|(key, value)| (key, value)))
+        .current_dir(&request.cwd)
+        .stdin(if pipe_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A group of its own, so one kill(-pgid) reaches every process the command starts.
+        .process_group(0)
+        .kill_on_drop(true);
+    request.limits.apply_before_exec(&mut command);
+    if let Some((fd, target)) = &request.pass_fd {
+        pass_descriptor(
+            &mut command,
+            std::os::fd::AsRawFd::as_raw_fd(fd.as_ref()),
+            *target,
+        );
+    }
+    command.spawn().map_err(spawn_error)
+}
+
+/// Makes `source` appear as `target` in the child, without close-on-exec.
+fn pass_descriptor(command: &mut Command, source: i32, target: i32) {
+    // SAFETY: runs in the forked child before exec; dup2 and fcntl are
+    // async-signal-safe raw syscalls on descriptor numbers that stay open in
+    // the parent (the request owns `source`) until spawn returns.
+    unsafe {
+        command.pre_exec(move || {
+            if source == target {
+                if libc::fcntl(target, libc::F_SETFD, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(source, target) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Writes all of `data` to the child's stdin, then closes it.
+async fn feed_stdin(stdin: Option<ChildStdin>, data: Vec<u8>) -> io::Result<()> {
+    let Some(mut pipe) = stdin else {
+        return Ok(());
+    };
+    match pipe.write_all(&data).await {
+        // A command that exits or closes stdin without reading all of it is normal
+        // (`head -1`, `true`); the rest of the input is simply not wanted.
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        result => result,
+    }
+}
+
+/// Shell convention: the exit status, or 128 + n for death by signal n.
+fn exit_code_of(status: ExitStatus) -> (i32, Option<i32>) {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (code, None),
+        (None, Some(signal)) => (128 + signal, Some(signal)),
+        // `wait` without WUNTRACED reports only exits and deaths by signal.
+        (None, None) => (-1, None),
+    }
+}
+
+/// `base + duration`, saturating far in the future instead of panicking on overflow.
+fn deadline_after(base: Instant, duration: Duration) -> Instant {
+    base.checked_add(duration)
+        .unwrap_or_else(|| base + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+struct Outputs {
+    stdout: OutputStream<tokio::process::ChildStdout>,
+    stderr: OutputStream<tokio::process::ChildStderr>,
+}
+
+/// Where the run is between spawn and return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Before the timeout.
+    Running,
+    /// Timed out, SIGTERM sent to the group; SIGKILL follows at `kill_at` if anything in
+    /// the group is still alive then.
+    Terminating { kill_at: Instant },
+    /// SIGKILL sent to the group; waiting for the command to be reaped.
+    Killed,
+    /// The command is reaped and its group killed (or found empty): reading what is left
+    /// in the pipes until EOF or `until`.
+    Draining { until: Instant },
+}
+
+/// The timeout and kill state machine of one run.
+struct Supervisor {
+    group: ProcessGroup,
+    started: Instant,
+    timeout: Duration,
+    kill_grace: Duration,
+    phase: Phase,
+    exit: Option<(ExitStatus, Instant)>,
+    timed_out: bool,
+}
+
+impl Supervisor {
+    fn new(child: &Child, request: &ExecRequest, started: Instant) -> Result<Self, RunnerError> {
+        let group = ProcessGroup::of_leader(child)
+            .ok_or_else(|| io::Error::other("the spawned child has no process id"))?;
+        Ok(Self {
+            group,
+            started,
+            timeout: request.timeout,
+            kill_grace: request.kill_grace,
+            phase: Phase::Running,
+            exit: None,
+            timed_out: false,
+        })
+    }
+
+    /// Drives the child until it has exited, its group is gone and its output is read.
+    async fn supervise<F: FnMut(Stream, &str)>(
+        &mut self,
+        child: &mut Child,
+        feed: impl Future<Output = io::Result<()>>,
+        outputs: &mut Outputs,
+        on_line: &mut F,
+    ) -> Result<(ExitStatus, Instant), RunnerError> {
+        let wait = child.wait();
+        tokio::pin!(wait, feed);
+        let mut fed = false;
+        loop {
+            if let (Phase::Draining { until }, Some(exit)) = (self.phase, self.exit) {
+                let closed = outputs.stdout.is_closed() && outputs.stderr.is_closed();
+                if closed || Instant::now() >= until {
+                    return Ok(exit);
+                }
+            }
+            let deadline = self.next_deadline();
+            tokio::select! {
+                read = outputs.stdout.read_chunk() => {
+                    outputs.stdout.consume(read, &mut |line| on_line(Stream::Stdout, line))?;
+                }
+                read = outputs.stderr.read_chunk() => {
+                    outputs.stderr.consume(read, &mut |line| on_line(Stream::Stderr, line))?;
+                }
+                written = &mut feed, if !fed => {
+                    fed = true;
+                    written?;
+                }
+                status = &mut wait, if self.exit.is_none() => self.child_exited(status?),
+                () = sleep_until(deadline) => self.deadline_reached(),
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Running => Some(deadline_after(self.started, self.timeout)),
+            // Once the command has died on SIGTERM, poll for the rest of its group, so a
+            // group that obeyed does not wait out the whole grace period.
+            Phase::Terminating { kill_at } if self.exit.is_some() => {
+                Some(kill_at.min(Instant::now() + GROUP_POLL))
+            }
+            Phase::Terminating { kill_at } => Some(kill_at),
+            Phase::Killed => None,
+            Phase::Draining { until } => Some(until),
+        }
+    }
+
+    fn child_exited(&mut self, status: ExitStatus) {
+        let now = Instant::now();
+        self.exit = Some((status, now));
+        match self.phase {
+            Phase::Running | Phase::Killed => {
+                // Whatever the command left running in its group dies with it. This stops
+                // a background process (`daemon &`, a miner, a reverse shell) from
+                // outliving the run, and the sandbox, unobserved.
+                self.group.signal(Signal::KILL);
+                self.phase = Phase::Draining {
+                    until: now + DRAIN_AFTER_EXIT,
+                };
+            }
+            // The rest of the group still gets its grace period; see `deadline_reached`.
+            Phase::Terminating { .. } | Phase::Draining { .. } => {}
+        }
+    }
+
+    fn deadline_reached(&mut self) {
+        let now = Instant::now();
+        match self.phase {
+            Phase::Running => {
+                self.timed_out = true;
+                // The whole group, not just the child: a command that forks its work into
+                // the background must not survive its own timeout.
+                self.group.signal(Signal::TERM);
+                self.phase = Phase::Terminating {
+                    kill_at: deadline_after(now, self.kill_grace),
+                };
+            }
+            Phase::Terminating { kill_at } if now >= kill_at => {
+                self.group.signal(Signal::KILL);
+                self.phase = match self.exit {
+                    Some(_) => Phase::Draining {
+                        until: now + DRAIN_AFTER_EXIT,
+                    },
+                    None => Phase::Killed,
+                };
+            }
+            Phase::Terminating { .. } => {
+                if self.exit.is_some() && self.group.is_empty() {
+                    self.phase = Phase::Draining {
+                        until: now + DRAIN_AFTER_EXIT,
+                    };
+                }
+            }
+            Phase::Killed | Phase::Draining { .. } => {}
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn exit_status_follows_the_shell_convention() {
+        // Raw wait statuses: exit code in bits 8..16, terminating signal in bits 0..7.
+        let cases = [
+            (0, (0, None)),
+            (1 << 8, (1, None)),
+            (42 << 8, (42, None)),
+            (127 << 8, (127, None)),
+            (9, (137, Some(9))),
+            (15, (143, Some(15))),
+            (25, (153, Some(25))),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(
+                exit_code_of(ExitStatus::from_raw(raw)),
+                expected,
+                "raw {raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn deadline_saturates_instead_of_overflowing() {
+        let now = Instant::now();
+        assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(3600));
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn builder_sets_every_field_and_defaults_are_safe() {
+        let request = ExecRequest::new("prog");
+        assert_eq!(
+            (
+                request.cwd.clone(),
+                request.timeout,
+                request.kill_grace,
+                request.max_output_bytes,
+                request.env.is_empty(),
+                request.stdin.is_none(),
+                request.limits.clone(),
+            ),
+            (
+                PathBuf::from("/"),
+                Duration::from_secs(120),
+                Duration::from_secs(2),
+                1024 * 1024,
+                true,
+                true,
+                ResourceLimits::default(),
+            )
+        );
+        let limits = ResourceLimits {
+            open_files: Some(8),
+            ..ResourceLimits::default()
+        };
+        let request = request
+            .arg("a")
+            .args(["b", "c"])
+            .env("K", "V")
+            .cwd("/tmp")
+            .stdin("in")
+            .timeout(Duration::from_secs(3))
+            .kill_grace(Duration::from_secs(4))
+            .limits(limits.clone())
+            .max_output_bytes(5);
+        assert_eq!(request.args, ["a", "b", "c"]);
+        assert_eq!(request.env, [("K".into(), "V".into())]);
+        assert_eq!(request.cwd, PathBuf::from("/tmp"));
+        assert_eq!(request.stdin.as_deref(), Some(&b"in"[..]));
+        assert_eq!(
+            (
+                request.timeout,
+                request.kill_grace,
+                request.max_output_bytes
+            ),
+            (Duration::from_secs(3), Duration::from_secs(4), 5)
+        );
+        assert_eq!(request.limits, limits);
+    }
+
+    #[test]
+    fn spawn_error_names_the_program() {
+        let err = RunnerError::Spawn {
+            program: "frobnicate".into(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        };
+        assert_eq!(
+            err.to_string(),
+            "cannot start `frobnicate`: entity not found"
+        );
+    }
+}

@@ -1,0 +1,515 @@
+//! Running one command in the chosen backend.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::plan::{BwrapPlan, PlanError, PlanFiles, RealHost};
+use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe};
+use crate::runner::{self, ExecOutcome, ExecRequest, ResourceLimits, RunnerError};
+use crate::spec::{NetworkMode, SandboxSpec};
+use crate::stage2::{Stage2Args, encode_env};
+
+/// Variables a sandboxed command gets from the host by default.
+pub const DEFAULT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
+
+/// Host variables that never enter, even when asked for by name: proxy
+/// settings (and the credentials they often embed) are the egress proxy's
+/// business, not the command's.
+const NEVER_PASSED: &[&str] = &[
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "ftp_proxy",
+    "socks_proxy",
+];
+
+const FALLBACK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Device files a command may write (everything else under /dev is
+/// read-only to it, so no raw disk is ever writable).
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// Where the sandbox finds its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SandboxConfig {
+    /// Which backend to use.
+    pub backend: BackendChoice,
+    /// Our binary with the stage-2 entry point.
+    pub stage2: PathBuf,
+    /// A directory of our own for the empty mask file and private temp dirs.
+    pub state_dir: PathBuf,
+}
+
+impl SandboxConfig {
+    /// Auto backend, the given stage-2 binary and state directory.
+    pub fn new(stage2: PathBuf, state_dir: PathBuf) -> Self {
+        SandboxConfig {
+            backend: BackendChoice::Auto,
+            stage2,
+            state_dir,
+        }
+    }
+
+    /// Sets the backend choice.
+    pub fn backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+}
+
+/// A command to run sandboxed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SandboxCommand {
+    /// argv.
+    pub argv: Vec<OsString>,
+    /// Host variables passed by name, besides [`DEFAULT_ENV`].
+    pub pass_env: Vec<String>,
+    /// Variables set to a value.
+    pub set_env: Vec<(String, String)>,
+    /// Bytes for stdin.
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// rlimits.
+    pub limits: ResourceLimits,
+    /// Cap per output stream.
+    pub max_output_bytes: usize,
+}
+
+impl SandboxCommand {
+    /// `argv` with a 120 s timeout and 1 MiB per stream.
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        SandboxCommand {
+            argv: argv.into_iter().map(Into::into).collect(),
+            pass_env: Vec::new(),
+            set_env: Vec::new(),
+            stdin: None,
+            timeout: Duration::from_secs(120),
+            limits: ResourceLimits::default(),
+            max_output_bytes: 1 << 20,
+        }
+    }
+
+    /// `bash -c script`.
+    pub fn shell(script: &str) -> Self {
+        SandboxCommand::new(["bash", "-c", script])
+    }
+
+    /// Sets the timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets stdin.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Passes a host variable by name.
+    pub fn pass_env(mut self, name: impl Into<String>) -> Self {
+        self.pass_env.push(name.into());
+        self
+    }
+
+    /// Sets a variable.
+    pub fn set_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.set_env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the rlimits.
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// What a sandboxed run produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxOutcome {
+    /// Exit status, output and timing.
+    #[serde(flatten)]
+    pub outcome: ExecOutcome,
+    /// The backend that ran it.
+    pub backend: Backend,
+    /// `Some` with a warning when the command ran without any sandbox.
+    pub unsandboxed: Option<String>,
+}
+
+/// Why a command did not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// No backend.
+    #[error(transparent)]
+    Unavailable(#[from] BackendUnavailable),
+    /// The spec cannot be turned into a plan.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Spawning or waiting failed.
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    /// Preparing the run failed.
+    #[error("cannot prepare the sandbox: {0}")]
+    Setup(String),
+    /// Nothing to run.
+    #[error("the command is empty")]
+    EmptyCommand,
+}
+
+/// Runs commands in one backend.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    backend: Backend,
+    bwrap: Option<PathBuf>,
+    files: PlanFiles,
+    state_dir: PathBuf,
+    host_env: BTreeMap<String, String>,
+}
+
+impl Sandbox {
+    /// Probes (once per process) and selects the backend.
+    pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        Sandbox::with_probe(config, probe())
+    }
+
+    /// Like [`Sandbox::new`] with given findings.
+    pub fn with_probe(config: SandboxConfig, findings: &Probe) -> Result<Sandbox, SandboxError> {
+        let backend = findings.select(config.backend)?;
+        std::fs::create_dir_all(&config.state_dir)
+            .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.state_dir.display())))?;
+        let empty_file = config.state_dir.join("empty");
+        write_empty_readonly(&empty_file)?;
+        Ok(Sandbox {
+            backend,
+            bwrap: findings.bwrap.path.clone(),
+            files: PlanFiles {
+                bwrap: findings.bwrap.path.clone().unwrap_or_default(),
+                stage2: config.stage2,
+                empty_file,
+            },
+            state_dir: config.state_dir,
+            host_env: std::env::vars().collect(),
+        })
+    }
+
+    /// Replaces the host environment the sandbox draws named variables
+    /// from (by default, this process's environment).
+    pub fn with_host_env(mut self, vars: BTreeMap<String, String>) -> Self {
+        self.host_env = vars;
+        self
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Runs `command` confined by `spec`.
+    pub async fn run(
+        &self,
+        spec: &SandboxSpec,
+        command: SandboxCommand,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        if command.argv.is_empty() {
+            return Err(SandboxError::EmptyCommand);
+        }
+        let env = self.environment(spec, &command);
+        let outcome = match self.backend {
+            Backend::Bwrap => self.run_bwrap(spec, &command, env).await?,
+            Backend::Landlock => self.run_landlock(spec, &command, env).await?,
+            Backend::None => {
+                runner::run(request(&command, spec, command.argv.clone(), env)).await?
+            }
+        };
+        Ok(SandboxOutcome {
+            outcome,
+            backend: self.backend,
+            unsandboxed: (self.backend == Backend::None)
+                .then(|| "ran WITHOUT a sandbox (backend `none`, for development only)".to_owned()),
+        })
+    }
+
+    /// The command's environment: the defaults and the named host
+    /// variables, then the explicit values.
+    fn environment(
+        &self,
+        spec: &SandboxSpec,
+        command: &SandboxCommand,
+    ) -> Vec<(OsString, OsString)> {
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        let names = DEFAULT_ENV
+            .iter()
+            .copied()
+            .chain(command.pass_env.iter().map(String::as_str));
+        for name in names {
+            if NEVER_PASSED.contains(&name.to_ascii_lowercase().as_str()) {
+                continue;
+            }
+            if let Some(value) = self.host_env.get(name) {
+                env.insert(name.to_owned(), value.clone());
+            }
+        }
+        env.entry("PATH".into())
+            .or_insert_with(|| FALLBACK_PATH.into());
+        // HOME and TMPDIR must be places the command can use.
+        let home_usable = env.get("HOME").is_some_and(|h| {
+            spec.writable_roots
+                .iter()
+                .any(|r| Path::new(h).starts_with(r))
+        });
+        if !home_usable && self.backend != Backend::None {
+            env.insert("HOME".into(), "/tmp".into());
+        }
+        if self.backend == Backend::Bwrap {
+            env.insert("TMPDIR".into(), "/tmp".into());
+        }
+        for (name, value) in &command.set_env {
+            env.insert(name.clone(), value.clone());
+        }
+        env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    async fn run_bwrap(
+        &self,
+        spec: &SandboxSpec,
+        command: &SandboxCommand,
+        env: Vec<(OsString, OsString)>,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let stage2 = Stage2Args {
+            network: spec.network,
+            in_network_namespace: spec.network == NetworkMode::None,
+            allow_unix_sockets: spec.allow_unix_sockets,
+            read: vec!["/".into()],
+            write: writable_paths(spec, Path::new("/tmp")),
+            env_fd: Some(ENV_FD),
+        };
+        let plan = BwrapPlan::build(spec, &self.files, &stage2, &command.argv, &RealHost)?;
+        let _mount_points = MountPointGuard::new(plan.created_mount_points.clone());
+        let mut argv = plan.argv.into_iter();
+        let program = argv.next().ok_or(SandboxError::EmptyCommand)?;
+        let request = request(
+            command,
+            spec,
+            std::iter::once(program).chain(argv).collect(),
+            Vec::new(),
+        )
+        .pass_fd(env_pipe(&env)?, ENV_FD);
+        Ok(runner::run(request).await?)
+    }
+
+    async fn run_landlock(
+        &self,
+        spec: &SandboxSpec,
+        command: &SandboxCommand,
+        mut env: Vec<(OsString, OsString)>,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let tmp = tempfile_dir(&self.state_dir)?;
+        env.retain(|(k, _)| k != "TMPDIR" && k != "HOME");
+        env.push(("TMPDIR".into(), tmp.path().into()));
+        env.push(("HOME".into(), tmp.path().into()));
+        let mut read: Vec<PathBuf> = [
+            "/usr",
+            "/bin",
+            "/sbin",
+            "/lib",
+            "/lib32",
+            "/lib64",
+            "/etc",
+            "/opt",
+            "/proc",
+            "/dev",
+            "/sys/devices/system/cpu",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        read.extend(spec.read_only_paths.iter().cloned());
+        read.push(self.files.stage2.clone());
+        let stage2 = Stage2Args {
+            network: spec.network,
+            in_network_namespace: false,
+            allow_unix_sockets: spec.allow_unix_sockets,
+            read,
+            write: writable_paths(spec, tmp.path()),
+            env_fd: Some(ENV_FD),
+        };
+        let mut argv = vec![self.files.stage2.clone().into_os_string()];
+        argv.extend(stage2.to_argv());
+        argv.push("--".into());
+        argv.extend(command.argv.iter().cloned());
+        let request = request(command, spec, argv, Vec::new()).pass_fd(env_pipe(&env)?, ENV_FD);
+        Ok(runner::run(request).await?)
+    }
+
+    /// The bwrap binary, when the probe found one.
+    pub fn bwrap(&self) -> Option<&Path> {
+        self.bwrap.as_deref()
+    }
+}
+
+/// The descriptor number stage 2 reads the environment from.
+const ENV_FD: i32 = 3;
+
+fn writable_paths(spec: &SandboxSpec, tmp: &Path) -> Vec<PathBuf> {
+    let mut write = spec.writable_roots.clone();
+    write.push(tmp.to_owned());
+    write.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
+    write
+}
+
+fn request(
+    command: &SandboxCommand,
+    spec: &SandboxSpec,
+    argv: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+) -> ExecRequest {
+    let mut argv = argv.into_iter();
+    let program = argv.next().unwrap_or_default();
+    let mut request = ExecRequest::new(program).args(argv);
+    for (key, value) in env {
+        request = request.env(key, value);
+    }
+    let mut request = request
+        .cwd(spec.cwd.clone())
+        .timeout(command.timeout)
+        .limits(command.limits.clone())
+        .max_output_bytes(command.max_output_bytes);
+    if let Some(stdin) = &command.stdin {
+        request = request.stdin(stdin.clone());
+    }
+    request
+}
+
+/// A pipe holding the environment; the read end goes to stage 2. The values
+/// travel through it so they never appear in any argv.
+fn env_pipe(env: &[(OsString, OsString)]) -> Result<OwnedFd, SandboxError> {
+    let bytes = encode_env(env);
+    let (read, write) = std::io::pipe().map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
+    if bytes.len() > 60 * 1024 {
+        return Err(SandboxError::Setup(
+            "the environment is larger than 60 KiB".into(),
+        ));
+    }
+    // Fits in the pipe buffer, so this never blocks.
+    let mut write = write;
+    write
+        .write_all(&bytes)
+        .map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
+    drop(write);
+    Ok(OwnedFd::from(read))
+}
+
+fn write_empty_readonly(path: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let setup = |e: std::io::Error| SandboxError::Setup(format!("{}: {e}", path.display()));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() == 0 => Ok(()),
+        _ => {
+            let _ = std::fs::remove_file(path);
+            std::fs::write(path, b"").map_err(setup)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(setup)
+        }
+    }
+}
+
+fn tempfile_dir(state_dir: &Path) -> Result<TempDir, SandboxError> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = state_dir.join(format!("tmp-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&path)
+        .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))?;
+    Ok(TempDir(path))
+}
+
+/// A private temp dir removed after the run.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Removes the empty files and directories bwrap created on the host as
+/// mount points, once no run of this process uses them any more.
+///
+/// The count matters: unlinking a mount point that another running sandbox
+/// still uses would detach its mask there and let that command create the
+/// protected path after all.
+struct MountPointGuard(Vec<PathBuf>);
+
+fn mount_point_users() -> &'static Mutex<HashMap<PathBuf, usize>> {
+    static USERS: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
+    USERS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl MountPointGuard {
+    fn new(paths: Vec<PathBuf>) -> Self {
+        if let Ok(mut users) = mount_point_users().lock() {
+            for path in &paths {
+                *users.entry(path.clone()).or_default() += 1;
+            }
+        }
+        MountPointGuard(paths)
+    }
+}
+
+impl Drop for MountPointGuard {
+    fn drop(&mut self) {
+        let Ok(mut users) = mount_point_users().lock() else {
+            return;
+        };
+        // Innermost first, so an empty parent can go after its child.
+        for path in self.0.iter().rev() {
+            let remaining = users.get_mut(path).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if remaining != Some(0) {
+                continue;
+            }
+            users.remove(path);
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_file() && m.len() == 0 => {
+                    let _ = std::fs::remove_file(path);
+                }
+                // Only an empty directory: remove_dir refuses anything else.
+                Ok(m) if m.is_dir() => {
+                    let _ = std::fs::remove_dir(path);
+                }
+                _ => {}
+            }
+        }
+    }
+}
