@@ -10,6 +10,7 @@
 //! This crate is the boundary; the policy layers of `toolgate-policy` are
 //! defence in depth in front of it.
 
+pub mod jail;
 pub mod plan;
 pub mod probe;
 pub mod roots;
@@ -18,6 +19,7 @@ pub mod sandbox;
 pub mod spec;
 pub mod stage2;
 
+pub use jail::{EntryInfo, EntryKind, FileStat, Jail, JailError};
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
 pub use probe::{Backend, BackendChoice, Probe, probe};
 pub use roots::{RootError, RootMap};

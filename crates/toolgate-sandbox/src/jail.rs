@@ -1,0 +1,489 @@
+//! The file jail: all in-process file I/O of tools goes through a [`Jail`]
+//! rooted at the workspace root.
+//!
+//! # What it is
+//!
+//! A capability, not a check. [`Jail::open`] opens the root once as a
+//! directory handle ([`cap_std::fs::Dir`]); every later path is resolved
+//! *beneath that handle* by cap-std, which uses `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_MAGICLINKS)` where the kernel has it and a careful
+//! component-by-component `O_NOFOLLOW` resolver otherwise. No string-prefix
+//! or realpath comparison ever decides whether a path is inside: the kernel
+//! (or cap-std's resolver) walks the real tree, so a path is inside because
+//! it was *resolved* inside, even while other processes change the tree.
+//!
+//! Rules (each one has an attack test in `tests/jail_attacks.rs`):
+//! - Paths are relative to the root. An absolute path is accepted only when it
+//!   lies under the root component-wise (`/w/a` for root `/w`, never `/w2/a`)
+//!   and is then made relative; any other absolute path is an escape.
+//! - `..` may not climb above the root, neither on the text of the path nor
+//!   physically (`a/up/../x` with `a/up -> ..` looks inside on paper; cap-std
+//!   sees it climb out).
+//! - Symlinks are followed only while they stay inside the root. Symlinks with
+//!   an absolute target are refused even when the target is inside the root:
+//!   an absolute target names the host's file system, not the workspace.
+//! - Writes are atomic (hidden temp file, fsync, rename) and never open the
+//!   destination, so a symlink swapped in at the last moment is replaced, not
+//!   written through. Removal and rename act on the entry itself (a symlink,
+//!   not its target).
+//! - Paths with NUL bytes are refused before they reach the kernel.
+//!
+//! # What it is not
+//! - It protects only I/O that this process does through it. Commands that
+//!   tools run are confined by the OS sandbox, not by the jail.
+//! - A hard link inside the root to a file outside it (the jail cannot make
+//!   one, but someone else could) is read like any file. Writes replace such
+//!   a link instead of writing through it, so the outside file never changes.
+//! - Mount points inside the root are crossed like directories.
+//! - It sets no quota on the size or number of files written.
+//! - It assumes whoever races it can write inside the root only: a process
+//!   that can also write outside could move a directory out of the root
+//!   while an operation holds it open (but could then write there anyway).
+
+mod atomic;
+mod error;
+
+use std::ffi::OsStr;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, File, FileType, Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
+use rustix::fs::OFlags;
+
+use self::atomic::Commit;
+pub use self::error::JailError;
+use self::error::{from_io, invalid};
+
+/// How many symlinks a write follows before giving up, like the kernel's ELOOP.
+const MAX_SYMLINK_HOPS: u32 = 40;
+
+/// Mode bits that survive a rewrite: permissions and sticky, but not
+/// setuid/setgid (rewriting a setuid program must not keep it setuid).
+const KEPT_MODE_BITS: u32 = 0o1777;
+
+/// Initial buffer size cap for reads, so a large `limit` does not reserve it all.
+const READ_CAPACITY_CAP: u64 = 1 << 20;
+
+const NOT_REGULAR: &str =
+    "not a regular file (a FIFO, socket or device); only regular files are read or written";
+
+/// What a directory entry or a path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// One entry of [`Jail::list`]. Symlinks are described, not followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// The entry's name, lossily converted to UTF-8.
+    pub name: String,
+    pub kind: EntryKind,
+    pub size: u64,
+    pub modified: Option<SystemTime>,
+    pub mode: u32,
+}
+
+/// What [`Jail::stat`] reports (symlinks inside the root are followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    pub kind: EntryKind,
+    pub size: u64,
+    pub modified: Option<SystemTime>,
+    pub mode: u32,
+}
+
+/// A workspace root, opened as a capability. See the module docs.
+#[derive(Debug)]
+pub struct Jail {
+    /// The root, opened once; every operation resolves beneath it.
+    dir: Dir,
+    /// The root's canonical path: for messages and absolute-path input.
+    root: PathBuf,
+    /// The root as given (made absolute), also accepted for absolute input.
+    given: PathBuf,
+}
+
+impl Jail {
+    /// Opens `root`, which must be an existing directory.
+    pub fn open(root: &Path) -> Result<Jail, JailError> {
+        check_nul(root)?;
+        let fail = |e: io::Error| from_io(root, root, e);
+        let given = std::path::absolute(root).map_err(fail)?;
+        let canonical = std::fs::canonicalize(&given).map_err(fail)?;
+        let dir = Dir::open_ambient_dir(&canonical, ambient_authority()).map_err(fail)?;
+        Ok(Jail {
+            dir,
+            root: canonical,
+            given,
+        })
+    }
+
+    /// The workspace root (canonical).
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Accepts a relative path, or an absolute one that lies lexically under
+    /// root (it is made relative). Anything else: `Escape`. NUL: `NulByte`.
+    ///
+    /// The result keeps inner `..` components (they are resolved physically
+    /// later, so `link/..` means what the kernel says) and drops `.`.
+    pub fn relative(&self, path: &Path) -> Result<PathBuf, JailError> {
+        // Attack: `f\0../../etc/passwd` (C strings stop at NUL).
+        check_nul(path)?;
+        let rel = if path.has_root() {
+            // Attack: absolute paths elsewhere (`/etc/passwd`) and prefix
+            // siblings (`/w2/f`, `/w.bak/f` for root `/w`): `strip_prefix`
+            // compares whole components, never string prefixes.
+            path.strip_prefix(&self.root)
+                .or_else(|_| path.strip_prefix(&self.given))
+                .map_err(|_| self.escape(path))?
+        } else {
+            path
+        };
+        // Attack: `../x`, `a/../../x`, `"../".repeat(1000)`: a `..` that
+        // climbs above the root on the text alone is refused outright.
+        let mut depth = 0usize;
+        let mut out = PathBuf::new();
+        for component in rel.components() {
+            match component {
+                Component::Normal(name) => {
+                    depth += 1;
+                    out.push(name);
+                }
+                Component::ParentDir if depth > 0 => {
+                    depth -= 1;
+                    out.push("..");
+                }
+                Component::CurDir => {}
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                    return Err(self.escape(path));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads a whole regular file, refusing one over `limit` bytes.
+    pub fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, JailError> {
+        let rel = self.relative(path)?;
+        let (mut file, meta) = self.open_regular(&rel)?;
+        let too_large = |size| JailError::TooLarge {
+            path: rel.clone(),
+            size,
+            limit,
+        };
+        if meta.len() > limit {
+            return Err(too_large(meta.len()));
+        }
+        let capacity = meta.len().min(READ_CAPACITY_CAP);
+        let mut buf = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
+        // Attack: a file that grows after the size check (or lies about its
+        // size, like /proc files): never read more than limit + 1 bytes.
+        (&mut file)
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut buf)
+            .map_err(|e| self.err(&rel, e))?;
+        let read = buf.len() as u64;
+        if read > limit {
+            return Err(too_large(read.max(meta.len())));
+        }
+        Ok(buf)
+    }
+
+    /// Replaces (or creates) a file atomically: a temp file in the same
+    /// directory is written, fsynced and renamed over the target. An existing
+    /// file keeps its mode; a new one gets 0o644 minus the umask. Missing
+    /// parent directories are created. A symlink at the target is followed
+    /// while it stays inside the root.
+    pub fn write(&self, path: &Path, data: &[u8]) -> Result<(), JailError> {
+        let rel = self.relative(path)?;
+        self.write_at(&rel, data, 0)
+    }
+
+    /// Creates a new file atomically, failing with `AlreadyExists` if anything
+    /// (even a dangling symlink) is at `path`. Missing parents are created.
+    pub fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), JailError> {
+        let rel = self.relative(path)?;
+        let (parent, name) = self.split(&rel)?;
+        self.make_dirs(parent)?;
+        let dir = self.open_dir(parent)?;
+        // Attack: a dangling symlink `new -> ../outside/x`. O_CREAT would
+        // follow it and create `x` outside; we never open `new` at all, and
+        // the final rename is RENAME_NOREPLACE, which sees the link as taken.
+        match dir.symlink_metadata(name) {
+            Ok(_) => return Err(JailError::AlreadyExists { path: rel }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(self.err(&rel, e)),
+        }
+        atomic::replace(&dir, name, data, None, Commit::NoReplace).map_err(|e| self.err(&rel, e))
+    }
+
+    /// Metadata of `path`, following symlinks that stay inside the root.
+    pub fn stat(&self, path: &Path) -> Result<FileStat, JailError> {
+        let rel = self.relative(path)?;
+        let meta = self
+            .dir
+            .metadata(cap_path(&rel))
+            .map_err(|e| self.err(&rel, e))?;
+        Ok(FileStat {
+            kind: kind_of(meta.file_type()),
+            size: meta.len(),
+            modified: modified(&meta),
+            mode: meta.mode(),
+        })
+    }
+
+    /// Whether `path` exists (following symlinks inside the root). A path
+    /// through a file (`file/x`) does not exist; an escape is still an error.
+    pub fn exists(&self, path: &Path) -> Result<bool, JailError> {
+        match self.stat(path) {
+            Ok(_) => Ok(true),
+            Err(JailError::NotFound { .. } | JailError::NotADirectory { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The entries of a directory, sorted by name. Symlink entries are
+    /// reported as [`EntryKind::Symlink`] and not followed.
+    pub fn list(&self, path: &Path) -> Result<Vec<EntryInfo>, JailError> {
+        let rel = self.relative(path)?;
+        let dir = self.open_dir(&rel)?;
+        let entries = dir.entries().map_err(|e| self.err(&rel, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| self.err(&rel, e))?;
+            // lstat of the entry itself (cap-std's DirEntry never follows).
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                // Removed since readdir saw it: not there any more.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.err(&rel.join(entry.file_name()), e)),
+            };
+            out.push(EntryInfo {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                kind: kind_of(meta.file_type()),
+                size: meta.len(),
+                modified: modified(&meta),
+                mode: meta.mode(),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Creates a directory and its missing parents. Fine if it exists.
+    pub fn mkdir_all(&self, path: &Path) -> Result<(), JailError> {
+        let rel = self.relative(path)?;
+        self.make_dirs(&rel)
+    }
+
+    /// Renames `from` to `to` (the entry itself: a symlink is moved, not its
+    /// target), refusing to overwrite: `AlreadyExists`. Missing parents of `to`
+    /// are created.
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<(), JailError> {
+        let from_rel = self.relative(from)?;
+        let to_rel = self.relative(to)?;
+        let (from_parent, from_name) = self.split(&from_rel)?;
+        let (to_parent, to_name) = self.split(&to_rel)?;
+        let from_dir = self.open_dir(from_parent)?;
+        from_dir
+            .symlink_metadata(from_name)
+            .map_err(|e| self.err(&from_rel, e))?;
+        self.make_dirs(to_parent)?;
+        let to_dir = self.open_dir(to_parent)?;
+        atomic::rename_noreplace(&from_dir, from_name, &to_dir, to_name).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                self.err(&from_rel, e)
+            } else {
+                self.err(&to_rel, e)
+            }
+        })
+    }
+
+    /// Removes a file, a symlink (the link itself), or an empty directory.
+    pub fn remove(&self, path: &Path) -> Result<(), JailError> {
+        let rel = self.relative(path)?;
+        let (parent, name) = self.split(&rel)?;
+        let dir = self.open_dir(parent)?;
+        // Attack: `remove("link")` with `link -> ../outside/canary`: the entry
+        // is inspected with lstat and unlinked by name in its own directory,
+        // so the link goes and its target stays.
+        let meta = dir.symlink_metadata(name).map_err(|e| self.err(&rel, e))?;
+        let result = if meta.is_dir() {
+            dir.remove_dir(name)
+        } else {
+            dir.remove_file(name)
+        };
+        result.map_err(|e| self.err(&rel, e))
+    }
+
+    fn write_at(&self, rel: &Path, data: &[u8], hops: u32) -> Result<(), JailError> {
+        let (parent, name) = self.split(rel)?;
+        if hops == 0 {
+            self.make_dirs(parent)?;
+        }
+        let dir = self.open_dir(parent)?;
+        let mode = match dir.symlink_metadata(name) {
+            Ok(meta) if meta.is_symlink() => return self.write_through_link(&dir, rel, data, hops),
+            Ok(meta) if meta.is_dir() => return Err(JailError::IsADirectory { path: rel.into() }),
+            Ok(meta) if meta.is_file() => Some(meta.mode() & KEPT_MODE_BITS),
+            Ok(_) => return Err(invalid(rel, NOT_REGULAR)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(self.err(rel, e)),
+        };
+        // Attack: `f` swapped for a symlink to outside after the lstat above.
+        // The rename replaces whatever entry is at `name` (a symlink included)
+        // and never opens it, so nothing outside is written.
+        atomic::replace(&dir, name, data, mode, Commit::Replace).map_err(|e| self.err(rel, e))
+    }
+
+    /// Writes through the symlink at `rel` by writing its target's path,
+    /// which goes through every check again.
+    fn write_through_link(
+        &self,
+        dir: &Dir,
+        rel: &Path,
+        data: &[u8],
+        hops: u32,
+    ) -> Result<(), JailError> {
+        // Attack: symlink loops (`a -> b -> a`): bounded like the kernel's ELOOP.
+        if hops >= MAX_SYMLINK_HOPS {
+            return Err(invalid(rel, "too many levels of symbolic links"));
+        }
+        let (parent, name) = self.split(rel)?;
+        // Attack: `f -> /etc/passwd`: read_link refuses absolute targets
+        // (Escape). A relative target is joined to the link's directory and
+        // resolved by cap-std again, `..` included, so `f -> ../outside/x`
+        // is refused there, and a dangling one is never created outside.
+        let target = dir.read_link(name).map_err(|e| self.err(rel, e))?;
+        let next: PathBuf = parent.join(target).components().collect();
+        self.write_at(&next, data, hops + 1)
+    }
+
+    /// Creates `rel` and its missing parents, one component at a time.
+    fn make_dirs(&self, rel: &Path) -> Result<(), JailError> {
+        let mut prefix = PathBuf::new();
+        for component in rel.components() {
+            prefix.push(component);
+            if let Component::Normal(_) = component {
+                match self.dir.create_dir(&prefix) {
+                    Ok(()) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(self.err(&prefix, e)),
+                }
+            }
+            // Already there, or `..`: resolve it (following symlinks beneath
+            // the root) and require a directory. Attack: `link_out/x` where
+            // `link_out -> ../outside` (EEXIST on the link must not count as
+            // "directory exists"), and `link/../..` climbing out physically.
+            let meta = self
+                .dir
+                .metadata(&prefix)
+                .map_err(|e| self.err(&prefix, e))?;
+            if !meta.is_dir() {
+                return Err(JailError::NotADirectory { path: prefix });
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a regular file for reading, beneath the root.
+    fn open_regular(&self, rel: &Path) -> Result<(File, Metadata), JailError> {
+        let mut options = OpenOptions::new();
+        // Attack: a FIFO planted in the workspace would block open() forever
+        // (O_NONBLOCK); a tty must not become our controlling one (O_NOCTTY).
+        let flags = (OFlags::NONBLOCK | OFlags::NOCTTY).bits();
+        options.read(true).custom_flags(flags.cast_signed());
+        let file = self
+            .dir
+            .open_with(cap_path(rel), &options)
+            .map_err(|e| self.err(rel, e))?;
+        let meta = file.metadata().map_err(|e| self.err(rel, e))?;
+        if meta.is_dir() {
+            return Err(JailError::IsADirectory { path: rel.into() });
+        }
+        if !meta.is_file() {
+            return Err(invalid(rel, NOT_REGULAR));
+        }
+        Ok((file, meta))
+    }
+
+    /// Opens the directory `rel` beneath the root (`""` is the root).
+    fn open_dir(&self, rel: &Path) -> Result<Dir, JailError> {
+        self.dir
+            .open_dir(cap_path(rel))
+            .map_err(|e| self.err(rel, e))
+    }
+
+    /// Splits `rel` into its parent and final name. A path with no final name
+    /// (the root, or one ending in `..`) names a directory: `IsADirectory`, or
+    /// `Escape` when that directory is outside the root.
+    fn split<'a>(&self, rel: &'a Path) -> Result<(&'a Path, &'a OsStr), JailError> {
+        if let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) {
+            return Ok((parent, name));
+        }
+        self.dir
+            .metadata(cap_path(rel))
+            .map_err(|e| self.err(rel, e))?;
+        Err(JailError::IsADirectory { path: rel.into() })
+    }
+
+    fn err(&self, rel: &Path, e: io::Error) -> JailError {
+        from_io(&self.root, rel, e)
+    }
+
+    fn escape(&self, path: &Path) -> JailError {
+        JailError::Escape {
+            path: path.to_path_buf(),
+            root: self.root.clone(),
+        }
+    }
+}
+
+fn check_nul(path: &Path) -> Result<(), JailError> {
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(JailError::NulByte {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// cap-std spells the root itself `.`.
+fn cap_path(rel: &Path) -> &Path {
+    if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    }
+}
+
+fn kind_of(file_type: FileType) -> EntryKind {
+    if file_type.is_symlink() {
+        EntryKind::Symlink
+    } else if file_type.is_dir() {
+        EntryKind::Dir
+    } else if file_type.is_file() {
+        EntryKind::File
+    } else {
+        EntryKind::Other
+    }
+}
+
+fn modified(meta: &Metadata) -> Option<SystemTime> {
+    meta.modified()
+        .ok()
+        .map(cap_std::time::SystemTime::into_std)
+}
+
+#[cfg(test)]
+mod tests;
