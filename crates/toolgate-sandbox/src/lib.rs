@@ -18,6 +18,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod spec;
 pub mod stage2;
+pub mod workspace;
 
 pub use jail::{EntryInfo, EntryKind, FileStat, Jail, JailError};
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
@@ -26,3 +27,4 @@ pub use roots::{RootError, RootMap};
 pub use sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome};
 pub use spec::{NetworkMode, SandboxSpec};
 pub use stage2::{Stage2Args, Stage2Error};
+pub use workspace::{Health, LocalWorkspace, Workspace, WorkspaceError};

@@ -1,0 +1,241 @@
+//! The seam tools work through: files via the jail, commands via the
+//! sandbox. `LocalWorkspace` runs both on this machine; a remote
+//! implementation (a VM or container) offers the same trait.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::jail::{EntryInfo, FileStat, Jail, JailError};
+use crate::probe::Backend;
+use crate::sandbox::{Sandbox, SandboxCommand, SandboxError, SandboxOutcome};
+use crate::spec::{NetworkMode, SandboxSpec};
+
+/// What went wrong in a workspace operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceError {
+    /// The path is under no root of the workspace.
+    #[error("`{}` is outside every workspace root ({roots}); use a path inside one", path.display())]
+    OutsideRoots {
+        /// The path as given.
+        path: PathBuf,
+        /// The roots, for the message.
+        roots: String,
+    },
+    /// The jail refused or failed.
+    #[error(transparent)]
+    Jail(#[from] JailError),
+    /// The sandbox refused or failed.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// A blocking task failed.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Whether the workspace can do its work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Health {
+    /// Every root still opens.
+    pub ok: bool,
+    /// The sandbox backend.
+    pub backend: Backend,
+    /// Each root and whether it is usable.
+    pub roots: Vec<(PathBuf, bool)>,
+}
+
+/// Files and commands of one agent.
+#[async_trait]
+pub trait Workspace: Send + Sync {
+    /// The agent this workspace belongs to.
+    fn agent_id(&self) -> &str;
+    /// The working directory; relative paths resolve against it.
+    fn cwd(&self) -> &Path;
+    /// The roots, which are exactly what a command may write.
+    fn roots(&self) -> &[PathBuf];
+    /// Runs a command in the sandbox, in `cwd` (relative to the workspace cwd).
+    async fn exec(
+        &self,
+        command: SandboxCommand,
+        cwd: Option<&Path>,
+    ) -> Result<SandboxOutcome, WorkspaceError>;
+    /// Reads a file, at most `limit` bytes.
+    async fn read_file(&self, path: &Path, limit: u64) -> Result<Vec<u8>, WorkspaceError>;
+    /// Writes a file atomically, keeping its mode.
+    async fn write_file(&self, path: &Path, data: Vec<u8>) -> Result<(), WorkspaceError>;
+    /// Whether a path exists.
+    async fn file_exists(&self, path: &Path) -> Result<bool, WorkspaceError>;
+    /// Metadata of a path.
+    async fn stat(&self, path: &Path) -> Result<FileStat, WorkspaceError>;
+    /// Entries of a directory, sorted by name.
+    async fn list_dir(&self, path: &Path) -> Result<Vec<EntryInfo>, WorkspaceError>;
+    /// Creates a directory and its parents.
+    async fn mkdir(&self, path: &Path) -> Result<(), WorkspaceError>;
+    /// Whether the roots and the sandbox are usable.
+    async fn health(&self) -> Health;
+}
+
+/// A workspace on this machine.
+pub struct LocalWorkspace {
+    agent_id: String,
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    jails: Vec<Arc<Jail>>,
+    sandbox: Sandbox,
+    network: NetworkMode,
+}
+
+impl LocalWorkspace {
+    /// A workspace over `roots` (resolved, e.g. by [`crate::RootMap`]), working in
+    /// `cwd`, which must lie in one of them.
+    pub fn new(
+        agent_id: impl Into<String>,
+        roots: Vec<PathBuf>,
+        cwd: PathBuf,
+        sandbox: Sandbox,
+    ) -> Result<LocalWorkspace, WorkspaceError> {
+        let jails = roots
+            .iter()
+            .map(|r| Jail::open(r).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The jail canonicalises its root; the same form is used everywhere.
+        let roots: Vec<PathBuf> = jails.iter().map(|j| j.root().to_owned()).collect();
+        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+        if !roots.iter().any(|r| cwd.starts_with(r)) {
+            return Err(WorkspaceError::OutsideRoots {
+                path: cwd,
+                roots: display(&roots),
+            });
+        }
+        Ok(LocalWorkspace {
+            agent_id: agent_id.into(),
+            cwd,
+            roots,
+            jails,
+            sandbox,
+            network: NetworkMode::None,
+        })
+    }
+
+    /// Sets the network mode of commands (decided by policy).
+    pub fn network(mut self, network: NetworkMode) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// The jail holding `path` and the path relative to it.
+    fn locate(&self, path: &Path) -> Result<(Arc<Jail>, PathBuf), WorkspaceError> {
+        let absolute = if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.cwd.join(path)
+        };
+        let jail = self
+            .jails
+            .iter()
+            .filter(|j| absolute.starts_with(j.root()))
+            // The innermost root wins when roots nest.
+            .max_by_key(|j| j.root().components().count())
+            .ok_or_else(|| WorkspaceError::OutsideRoots {
+                path: path.to_owned(),
+                roots: display(&self.roots),
+            })?;
+        let relative = jail.relative(&absolute)?;
+        Ok((jail.clone(), relative))
+    }
+
+    async fn blocking<T, F>(&self, path: &Path, op: F) -> Result<T, WorkspaceError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Jail, &Path) -> Result<T, JailError> + Send + 'static,
+    {
+        let (jail, relative) = self.locate(path)?;
+        tokio::task::spawn_blocking(move || op(&jail, &relative))
+            .await
+            .map_err(|e| WorkspaceError::Internal(e.to_string()))?
+            .map_err(WorkspaceError::from)
+    }
+}
+
+fn display(roots: &[PathBuf]) -> String {
+    let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    names.join(", ")
+}
+
+#[async_trait]
+impl Workspace for LocalWorkspace {
+    fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    async fn exec(
+        &self,
+        command: SandboxCommand,
+        cwd: Option<&Path>,
+    ) -> Result<SandboxOutcome, WorkspaceError> {
+        let dir = match cwd {
+            Some(dir) => {
+                // Resolved through the jail: a cwd that escapes is refused.
+                let (jail, relative) = self.locate(dir)?;
+                if jail.stat(&relative)?.kind != crate::jail::EntryKind::Dir {
+                    return Err(JailError::NotADirectory { path: relative }.into());
+                }
+                jail.root().join(relative)
+            }
+            None => self.cwd.clone(),
+        };
+        let mut spec = SandboxSpec::for_root(self.roots[0].clone())
+            .network(self.network)
+            .cwd(dir);
+        spec.writable_roots = self.roots.clone();
+        Ok(self.sandbox.run(&spec, command).await?)
+    }
+
+    async fn read_file(&self, path: &Path, limit: u64) -> Result<Vec<u8>, WorkspaceError> {
+        self.blocking(path, move |j, p| j.read(p, limit)).await
+    }
+
+    async fn write_file(&self, path: &Path, data: Vec<u8>) -> Result<(), WorkspaceError> {
+        self.blocking(path, move |j, p| j.write(p, &data)).await
+    }
+
+    async fn file_exists(&self, path: &Path) -> Result<bool, WorkspaceError> {
+        self.blocking(path, |j, p| j.exists(p)).await
+    }
+
+    async fn stat(&self, path: &Path) -> Result<FileStat, WorkspaceError> {
+        self.blocking(path, |j, p| j.stat(p)).await
+    }
+
+    async fn list_dir(&self, path: &Path) -> Result<Vec<EntryInfo>, WorkspaceError> {
+        self.blocking(path, |j, p| j.list(p)).await
+    }
+
+    async fn mkdir(&self, path: &Path) -> Result<(), WorkspaceError> {
+        self.blocking(path, |j, p| j.mkdir_all(p)).await
+    }
+
+    async fn health(&self) -> Health {
+        let roots: Vec<(PathBuf, bool)> = self
+            .jails
+            .iter()
+            .map(|j| (j.root().to_owned(), j.exists(Path::new(".")).unwrap_or(false)))
+            .collect();
+        Health {
+            ok: roots.iter().all(|(_, usable)| *usable),
+            backend: self.sandbox.backend(),
+            roots,
+        }
+    }
+}
