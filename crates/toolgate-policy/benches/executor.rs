@@ -47,7 +47,9 @@ fn executor() -> Executor {
             }
         }));
     registry.register(Arc::new(Noop(spec))).unwrap();
-    Executor::builder(registry).policy(Policy::standard()).build()
+    Executor::builder(registry)
+        .policy(Policy::standard())
+        .build()
 }
 
 fn bench(c: &mut Criterion) {
@@ -60,7 +62,10 @@ fn bench(c: &mut Criterion) {
         ("noop/no-arguments", json!({})),
         ("noop/coerced-integer", json!({"limit": "5"})),
         ("noop/path", json!({"path": "src/main.rs"})),
-        ("noop/path+script", json!({"path": "src/main.rs", "command": "cargo build 2>&1 | tail -n 20"})),
+        (
+            "noop/path+script",
+            json!({"path": "src/main.rs", "command": "cargo build 2>&1 | tail -n 20"}),
+        ),
     ];
     for (name, args) in cases {
         c.bench_function(name, |b| {

@@ -74,6 +74,10 @@ pub struct PlanFiles {
     /// An empty read-only file bound over absent write-deny files, so that
     /// writing them fails instead of going nowhere.
     pub empty_file: PathBuf,
+    /// Arguments that select the stage-2 entry point of `stage2` (the
+    /// hidden subcommand of the `toolgate` binary); empty for a dedicated
+    /// stage-2 binary.
+    pub stage2_prefix: Vec<OsString>,
 }
 
 /// A plan that cannot be built.
@@ -159,6 +163,7 @@ impl BwrapPlan {
         b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
         b.push_path("--chdir", &[&spec.cwd]);
         b.push(&["--", STAGE2_PATH]);
+        b.argv.extend(files.stage2_prefix.iter().cloned());
         b.argv.extend(stage2.to_argv());
         b.argv.push("--".into());
         b.argv.extend(command.iter().cloned());

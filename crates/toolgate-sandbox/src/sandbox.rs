@@ -55,6 +55,8 @@ pub struct SandboxConfig {
     pub stage2: PathBuf,
     /// A directory of our own for the empty mask file and private temp dirs.
     pub state_dir: PathBuf,
+    /// Arguments before the stage-2 arguments (`__stage2` for the toolgate binary).
+    pub stage2_prefix: Vec<OsString>,
 }
 
 impl SandboxConfig {
@@ -64,7 +66,18 @@ impl SandboxConfig {
             backend: BackendChoice::Auto,
             stage2,
             state_dir,
+            stage2_prefix: Vec::new(),
         }
+    }
+
+    /// Sets the arguments that select the stage-2 entry point of the binary.
+    pub fn stage2_prefix<I, S>(mut self, prefix: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.stage2_prefix = prefix.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Sets the backend choice.
@@ -211,6 +224,7 @@ impl Sandbox {
                 bwrap: findings.bwrap.path.clone().unwrap_or_default(),
                 stage2: config.stage2,
                 empty_file,
+                stage2_prefix: config.stage2_prefix,
             },
             state_dir: config.state_dir,
             host_env: std::env::vars().collect(),
@@ -359,6 +373,7 @@ impl Sandbox {
             env_fd: Some(ENV_FD),
         };
         let mut argv = vec![self.files.stage2.clone().into_os_string()];
+        argv.extend(self.files.stage2_prefix.iter().cloned());
         argv.extend(stage2.to_argv());
         argv.push("--".into());
         argv.extend(command.argv.iter().cloned());

@@ -230,7 +230,12 @@ impl Workspace for LocalWorkspace {
         let roots: Vec<(PathBuf, bool)> = self
             .jails
             .iter()
-            .map(|j| (j.root().to_owned(), j.exists(Path::new(".")).unwrap_or(false)))
+            .map(|j| {
+                (
+                    j.root().to_owned(),
+                    j.exists(Path::new(".")).unwrap_or(false),
+                )
+            })
             .collect();
         Health {
             ok: roots.iter().all(|(_, usable)| *usable),

@@ -36,14 +36,22 @@ fn setup() -> (tempfile::TempDir, LocalWorkspace) {
 async fn files_go_through_the_jail_of_the_right_root() {
     let (dir, ws) = setup();
     let base = std::fs::canonicalize(dir.path()).unwrap();
-    ws.write_file(Path::new("src/main.rs"), b"fn main() {}\n".to_vec()).await.unwrap();
-    assert_eq!(ws.read_file(Path::new("src/main.rs"), 1024).await.unwrap(), b"fn main() {}\n");
+    ws.write_file(Path::new("src/main.rs"), b"fn main() {}\n".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        ws.read_file(Path::new("src/main.rs"), 1024).await.unwrap(),
+        b"fn main() {}\n"
+    );
     let lib_file = base.join("lib/shared.txt");
     ws.write_file(&lib_file, b"shared".to_vec()).await.unwrap();
     assert_eq!(std::fs::read(&lib_file).unwrap(), b"shared");
     ws.mkdir(Path::new("a/b/c")).await.unwrap();
     assert!(ws.file_exists(Path::new("a/b/c")).await.unwrap());
-    assert_eq!(ws.stat(Path::new("a/b")).await.unwrap().kind, EntryKind::Dir);
+    assert_eq!(
+        ws.stat(Path::new("a/b")).await.unwrap().kind,
+        EntryKind::Dir
+    );
     let names: Vec<String> = ws
         .list_dir(Path::new("."))
         .await
@@ -66,10 +74,22 @@ async fn paths_outside_the_roots_are_refused() {
     let outside = base.join("outside/canary");
     let err = ws.write_file(&outside, b"x".to_vec()).await.unwrap_err();
     assert!(matches!(err, WorkspaceError::OutsideRoots { .. }), "{err}");
-    assert!(err.to_string().contains("is outside every workspace root"), "{err}");
-    let err = ws.read_file(Path::new("../outside/canary"), 100).await.unwrap_err();
-    assert!(matches!(err, WorkspaceError::Jail(JailError::Escape { .. })), "{err}");
-    let err = ws.read_file(Path::new("/etc/passwd"), 100).await.unwrap_err();
+    assert!(
+        err.to_string().contains("is outside every workspace root"),
+        "{err}"
+    );
+    let err = ws
+        .read_file(Path::new("../outside/canary"), 100)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::Jail(JailError::Escape { .. })),
+        "{err}"
+    );
+    let err = ws
+        .read_file(Path::new("/etc/passwd"), 100)
+        .await
+        .unwrap_err();
     assert!(matches!(err, WorkspaceError::OutsideRoots { .. }), "{err}");
     assert_eq!(std::fs::read_to_string(outside).unwrap(), "canary");
 }
@@ -79,11 +99,17 @@ async fn commands_run_sandboxed_in_the_workspace() {
     let (dir, ws) = setup();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let o = ws
-        .exec(SandboxCommand::shell("pwd && echo hi > here.txt && echo lib > ../../lib/from-app.txt"), Some(Path::new("src")))
+        .exec(
+            SandboxCommand::shell("pwd && echo hi > here.txt && echo lib > ../../lib/from-app.txt"),
+            Some(Path::new("src")),
+        )
         .await
         .unwrap();
     assert_eq!(o.outcome.exit_code, 0, "{o:?}");
-    assert_eq!(o.outcome.stdout, format!("{}\n", base.join("app/src").display()));
+    assert_eq!(
+        o.outcome.stdout,
+        format!("{}\n", base.join("app/src").display())
+    );
     assert!(base.join("app/src/here.txt").exists());
     assert!(base.join("lib/from-app.txt").exists());
     let o = ws
@@ -96,5 +122,8 @@ async fn commands_run_sandboxed_in_the_workspace() {
         .exec(SandboxCommand::shell("true"), Some(Path::new("../outside")))
         .await
         .unwrap_err();
-    assert!(matches!(err, WorkspaceError::Jail(JailError::Escape { .. })), "{err}");
+    assert!(
+        matches!(err, WorkspaceError::Jail(JailError::Escape { .. })),
+        "{err}"
+    );
 }

@@ -187,6 +187,15 @@ impl Environment {
         Some(base.join("toolgate").join("config.toml"))
     }
 
+    /// Where toolgate keeps its own state (sandbox mask files, private temp dirs).
+    pub fn state_dir(&self) -> PathBuf {
+        match (self.var("XDG_STATE_HOME"), self.home()) {
+            (Some(dir), _) => PathBuf::from(dir).join("toolgate"),
+            (None, Some(home)) => home.join(".local/state/toolgate"),
+            (None, None) => std::env::temp_dir().join("toolgate-state"),
+        }
+    }
+
     /// `toolgate.toml` in the working directory or the nearest parent.
     fn project_config(&self) -> Option<PathBuf> {
         self.cwd

@@ -3,6 +3,7 @@
 mod config;
 mod demo;
 mod render;
+mod sandbox;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 use toolgate_core::{CallContext, Registry, ToolPreset};
 use toolgate_policy::{Executor, PolicyPreset};
+use toolgate_sandbox::NetworkMode;
 
 use crate::config::{Environment, Overrides, Settings};
 
@@ -52,6 +54,21 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Run a command in the sandbox, with the workspace roots writable.
+    Sandbox {
+        /// Network: none (default) or host.
+        #[arg(long, default_value = "none", value_parser = parse_network)]
+        network: NetworkMode,
+        /// Allow the command to create unix sockets.
+        #[arg(long)]
+        allow_unix_sockets: bool,
+        /// Wall-clock limit in seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<std::ffi::OsString>,
     },
     /// Inspect the policy.
     Policy {
@@ -120,7 +137,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let ctx =
         CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
     match cli.command {
-        Command::Doctor { json } => render::doctor(&settings, json),
+        Command::Doctor { json } => {
+            let smoke = runtime()?.block_on(sandbox::smoke_test(&settings, &env));
+            render::doctor(&settings, smoke, json)
+        }
+        Command::Sandbox {
+            network,
+            allow_unix_sockets,
+            timeout,
+            command,
+        } => {
+            let run = sandbox::Run {
+                network,
+                allow_unix_sockets,
+                timeout: std::time::Duration::from_secs(timeout),
+                argv: command,
+            };
+            runtime()?.block_on(sandbox::run(&settings, &env, run))
+        }
         Command::Tools { json } => {
             render::tools(&executor, &settings, json)?;
             Ok(ExitCode::SUCCESS)
@@ -134,13 +168,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Call { tool, args, json } => {
             let args = parse_args(&args)?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            let result = runtime.block_on(executor.call(&tool, args, &ctx));
+            let result = runtime()?.block_on(executor.call(&tool, args, &ctx));
             render::call_result(&tool, result, json)
         }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn parse_network(value: &str) -> Result<NetworkMode, String> {
+    match value {
+        "none" => Ok(NetworkMode::None),
+        "host" => Ok(NetworkMode::Host),
+        _ => Err("expected none or host".to_owned()),
     }
 }
 

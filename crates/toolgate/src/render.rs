@@ -118,7 +118,11 @@ fn write_table<const N: usize>(out: &mut impl Write, rows: &[[String; N]]) -> Re
 }
 
 /// `toolgate doctor`: exit 0 when a backend is usable, 1 when none is.
-pub fn doctor(settings: &Settings, as_json: bool) -> Result<ExitCode> {
+pub fn doctor(
+    settings: &Settings,
+    smoke: Result<String, String>,
+    as_json: bool,
+) -> Result<ExitCode> {
     let probe = toolgate_sandbox::probe();
     let backend = probe.select(settings.backend);
     let mut out = std::io::stdout().lock();
@@ -128,6 +132,10 @@ pub fn doctor(settings: &Settings, as_json: bool) -> Result<ExitCode> {
             "backend_choice": settings.backend,
             "backend": backend.as_ref().ok(),
             "error": backend.as_ref().err().map(|e| e.to_string()),
+            "smoke_test": match &smoke {
+                Ok(report) => json!({"ok": true, "report": report}),
+                Err(error) => json!({"ok": false, "error": error}),
+            },
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&body)?)?;
     } else {
@@ -170,9 +178,14 @@ pub fn doctor(settings: &Settings, as_json: bool) -> Result<ExitCode> {
             Err(e) => format!("unavailable: {e}"),
         };
         rows.push(["backend".to_owned(), chosen]);
+        let smoke_line = match &smoke {
+            Ok(report) => report.clone(),
+            Err(error) => format!("FAILED: {error}"),
+        };
+        rows.push(["smoke test".to_owned(), smoke_line]);
         write_table(&mut out, &rows)?;
     }
-    Ok(if backend.is_ok() {
+    Ok(if backend.is_ok() && smoke.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

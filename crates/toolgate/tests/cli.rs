@@ -492,3 +492,68 @@ reason = "touching files is reviewed"
         1000
     );
 }
+
+#[test]
+fn doctor_reports_the_probe_the_backend_and_a_working_smoke_test() {
+    let s = Sandbox::new();
+    let o = s.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["backend"], "bwrap");
+    assert_eq!(report["probe"]["bwrap"]["user_namespace"], true);
+    assert!(report["probe"]["landlock_abi"].as_u64().unwrap() >= 1);
+    assert_eq!(report["smoke_test"]["ok"], true, "{report}");
+    let o = s.run_in(
+        &s.project(),
+        &["doctor"],
+        &[("TOOLGATE_SANDBOX_BACKEND", "landlock")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("backend     landlock"),
+        "{}",
+        stdout(&o)
+    );
+    let o = s.run_in(
+        &s.project(),
+        &["doctor"],
+        &[("TOOLGATE_SANDBOX_BACKEND", "none")],
+    );
+    assert!(
+        stdout(&o).contains("none: commands run UNSANDBOXED"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn sandbox_runs_a_command_with_only_the_roots_writable() {
+    let s = Sandbox::new();
+    let outside = s.write("outside/canary", "canary");
+    for backend in ["bwrap", "landlock"] {
+        let env = [("TOOLGATE_SANDBOX_BACKEND", backend)];
+        let o = s.run_in(
+            &s.project(),
+            &["sandbox", "--", "sh", "-c", "echo made > made.txt; exit 7"],
+            &env,
+        );
+        assert_eq!(o.status.code(), Some(7), "{backend}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(s.project().join("made.txt")).unwrap(),
+            "made\n"
+        );
+        let script = format!("echo pwned > {}", outside.display());
+        let o = s.run_in(&s.project(), &["sandbox", "--", "sh", "-c", &script], &env);
+        assert_ne!(o.status.code(), Some(0), "{backend}: wrote outside");
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "canary");
+        let o = s.run_in(
+            &s.project(),
+            &["sandbox", "--", "grep", "CapEff", "/proc/self/status"],
+            &env,
+        );
+        assert_eq!(stdout(&o), "CapEff:\t0000000000000000\n", "{backend}");
+    }
+    let o = s.run(&["sandbox", "--timeout", "1", "--", "sleep", "30"]);
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(stderr(&o).contains("timed out after 1s"), "{}", stderr(&o));
+}

@@ -70,6 +70,7 @@ fn files() -> PlanFiles {
         bwrap: "/usr/bin/bwrap".into(),
         stage2: "/opt/toolgate/bin/toolgate".into(),
         empty_file: "/run/toolgate/empty".into(),
+        stage2_prefix: Vec::new(),
     }
 }
 

@@ -1,0 +1,92 @@
+//! `toolgate sandbox` and the doctor's smoke test: the sandbox run by the
+//! `toolgate` binary itself, which re-executes itself as stage 2.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use toolgate_sandbox::{NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxSpec};
+
+use crate::STAGE2_COMMAND;
+use crate::config::{Environment, Settings};
+
+/// One `toolgate sandbox` invocation.
+pub struct Run {
+    pub network: NetworkMode,
+    pub allow_unix_sockets: bool,
+    pub timeout: Duration,
+    pub argv: Vec<OsString>,
+}
+
+fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
+    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
+    let config = SandboxConfig::new(exe, env.state_dir())
+        .backend(settings.backend)
+        .stage2_prefix([STAGE2_COMMAND]);
+    Ok(Sandbox::new(config)?)
+}
+
+/// Runs the command with the roots writable and the working directory as
+/// cwd; its output goes to ours and its exit code becomes ours.
+pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<ExitCode> {
+    let sandbox = sandbox(settings, env)?;
+    let mut spec = SandboxSpec::for_root(settings.roots[0].clone())
+        .network(run.network)
+        .allow_unix_sockets(run.allow_unix_sockets)
+        .cwd(env.cwd.clone());
+    spec.writable_roots = settings.roots.clone();
+    let command = SandboxCommand::new(run.argv).timeout(run.timeout);
+    let result = sandbox.run(&spec, command).await?;
+    if let Some(warning) = &result.unsandboxed {
+        eprintln!("toolgate: {warning}");
+    }
+    std::io::stdout().write_all(result.outcome.stdout.as_bytes())?;
+    std::io::stderr().write_all(result.outcome.stderr.as_bytes())?;
+    if result.outcome.timed_out {
+        eprintln!(
+            "toolgate: timed out after {:?}; the command's process group was killed",
+            run.timeout
+        );
+    }
+    Ok(ExitCode::from(
+        u8::try_from(result.outcome.exit_code).unwrap_or(u8::MAX),
+    ))
+}
+
+/// Runs a command in the sandbox and reads its capabilities: what the
+/// doctor shows as proof that the backend works.
+pub async fn smoke_test(settings: &Settings, env: &Environment) -> Result<String, String> {
+    let sandbox = sandbox(settings, env).map_err(|e| format!("{e:#}"))?;
+    let dir = tempfile_dir(env)?;
+    let spec = SandboxSpec::for_root(dir.clone());
+    let command = SandboxCommand::shell(
+        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t\\n' ' '",
+    )
+    .timeout(Duration::from_secs(10));
+    let result = sandbox.run(&spec, command).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let outcome = result.map_err(|e| e.to_string())?.outcome;
+    if outcome.exit_code != 0 {
+        return Err(format!(
+            "exit {}: {}",
+            outcome.exit_code,
+            outcome.stderr.trim()
+        ));
+    }
+    let report = outcome.stdout.trim().to_owned();
+    if report == "CapEff: 0000000000000000 NoNewPrivs: 1" {
+        Ok(format!("ok in {} ms ({report})", outcome.duration_ms))
+    } else {
+        Err(format!("the sandboxed command is not confined: {report}"))
+    }
+}
+
+fn tempfile_dir(env: &Environment) -> Result<std::path::PathBuf, String> {
+    let dir = env
+        .state_dir()
+        .join(format!("doctor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
