@@ -17,7 +17,7 @@ use toolgate_policy::{
     AccessPolicy, PathPolicy, PathRules, PermissionRule, PermissionRules, Policy, PolicyPreset,
     ResourcePolicy,
 };
-use toolgate_sandbox::BackendChoice;
+use toolgate_sandbox::{BackendChoice, RootError, RootMap};
 
 /// The project file's name.
 pub const PROJECT_FILE: &str = "toolgate.toml";
@@ -32,8 +32,11 @@ pub struct ConfigFile {
     pub policy: Option<PolicyPreset>,
     /// Refuse every input coercion.
     pub strict_tool_input: Option<bool>,
-    /// Workspace roots (relative ones against the file's directory).
-    pub roots: Option<Vec<PathBuf>>,
+    /// Workspace roots as portable hints: an alias of `[root_aliases]`, or a
+    /// path relative to this file's directory that stays inside it.
+    pub roots: Option<Vec<String>>,
+    /// The operator's root map: `name = "/absolute/path"`.
+    pub root_aliases: Option<BTreeMap<String, PathBuf>>,
     /// Where uncut output of truncated results is kept.
     pub output_dir: Option<PathBuf>,
     /// The access layer, whole.
@@ -146,8 +149,10 @@ pub struct Overrides {
     pub preset: Option<ToolPreset>,
     /// `--policy`.
     pub policy: Option<PolicyPreset>,
-    /// `--root`, repeatable.
-    pub roots: Vec<PathBuf>,
+    /// `--root`, repeatable: hints resolved against the working directory.
+    pub roots: Vec<String>,
+    /// `--root-alias name=/path`, repeatable.
+    pub root_aliases: Vec<String>,
 }
 
 /// The process environment the configuration reads, passed in explicitly.
@@ -238,6 +243,14 @@ pub enum ConfigError {
         /// What is expected.
         message: String,
     },
+    /// A command-line flag has a bad value.
+    #[error("{flag}: {message}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// The policy layers cannot be built.
     #[error("{}: {message}", origin.display())]
     Policy {
@@ -318,6 +331,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         policy: file.policy.or(low.policy),
                         strict_tool_input: file.strict_tool_input.or(low.strict_tool_input),
                         roots: file.roots.or(low.roots),
+                        root_aliases: file.root_aliases.or(low.root_aliases),
                         output_dir: file.output_dir.or(low.output_dir),
                         access: file.access.or(low.access),
                         paths: file.paths.or(low.paths),
@@ -395,13 +409,7 @@ fn resolve(
     let strict = env_parsed(env, "TOOLGATE_STRICT_TOOL_INPUT", parse_bool)?
         .or(file.strict_tool_input)
         .unwrap_or(false);
-    let roots = if !overrides.roots.is_empty() {
-        overrides.roots.iter().map(|r| env.cwd.join(r)).collect()
-    } else if let Some(roots) = &file.roots {
-        roots.iter().map(|r| base_dir.join(r)).collect()
-    } else {
-        vec![env.cwd.clone()]
-    };
+    let roots = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
     let policy = build_policy(&file, policy_preset, env.home().as_deref()).map_err(|message| {
         ConfigError::Policy {
             origin: origin.clone(),
@@ -424,6 +432,39 @@ fn resolve(
             .or(file.sandbox.map(|s| s.backend))
             .unwrap_or_default(),
     })
+}
+
+fn resolve_roots(
+    file: &ConfigFile,
+    overrides: &Overrides,
+    env: &Environment,
+    base_dir: &Path,
+    origin: &Path,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let roots_error = |e: RootError| ConfigError::Policy {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    };
+    let mut map = RootMap::new();
+    for (name, path) in file.root_aliases.iter().flatten() {
+        map.insert(name, path.clone()).map_err(roots_error)?;
+    }
+    for definition in &overrides.root_aliases {
+        map.insert_definition(definition).map_err(|e| ConfigError::Flag {
+            flag: "--root-alias",
+            message: e.to_string(),
+        })?;
+    }
+    if !overrides.roots.is_empty() {
+        return map.resolve_all(&overrides.roots, &env.cwd).map_err(|e| ConfigError::Flag {
+            flag: "--root",
+            message: e.to_string(),
+        });
+    }
+    match &file.roots {
+        Some(hints) => map.resolve_all(hints, base_dir).map_err(roots_error),
+        None => Ok(vec![std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone())]),
+    }
 }
 
 fn build_policy(
@@ -503,7 +544,7 @@ mod tests {
     fn errors_name_the_file_line_and_what_is_expected() {
         assert_eq!(
             parse_err("policy = \"standard\"\nsurprise = 1\n"),
-            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`"
+            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`"
         );
         assert_eq!(
             parse_err("policy = \"lenient\"\n"),

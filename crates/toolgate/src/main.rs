@@ -31,9 +31,13 @@ struct Cli {
     /// Policy preset: permissive, standard, strict or readonly.
     #[arg(long, global = true, value_name = "POLICY")]
     policy: Option<PolicyPreset>,
-    /// Workspace root (repeatable); default: the working directory.
-    #[arg(long = "root", global = true, value_name = "PATH")]
-    roots: Vec<PathBuf>,
+    /// Workspace root (repeatable): an alias, or a path relative to the
+    /// working directory that stays inside it; default: the working directory.
+    #[arg(long = "root", global = true, value_name = "HINT")]
+    roots: Vec<String>,
+    /// Define a root alias (repeatable): name=/absolute/path.
+    #[arg(long = "root-alias", global = true, value_name = "NAME=PATH")]
+    root_aliases: Vec<String>,
     /// Register the demonstration tools (demo_*), which touch nothing.
     #[arg(long, global = true)]
     demo: bool,
@@ -131,6 +135,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         preset: cli.preset,
         policy: cli.policy,
         roots: cli.roots.clone(),
+        root_aliases: cli.root_aliases.clone(),
     };
     let settings = config::load(&env, &overrides)?;
     let executor = executor(&settings, cli.demo)?;
