@@ -22,7 +22,7 @@ pub mod workspace;
 
 pub use jail::{EntryInfo, EntryKind, FileStat, Jail, JailError};
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
-pub use probe::{Backend, BackendChoice, Probe, probe};
+pub use probe::{Backend, BackendChoice, Probe, probe, probe_cached};
 pub use roots::{RootError, RootMap};
 pub use sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome};
 pub use spec::{NetworkMode, SandboxSpec};

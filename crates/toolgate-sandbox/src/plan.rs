@@ -74,6 +74,9 @@ pub struct PlanFiles {
     /// An empty read-only file bound over absent write-deny files, so that
     /// writing them fails instead of going nowhere.
     pub empty_file: PathBuf,
+    /// An empty read-only directory bound over absent write-deny
+    /// directories and over read-deny directories (one mount each).
+    pub empty_dir: PathBuf,
     /// Arguments that select the stage-2 entry point of `stage2` (the
     /// hidden subcommand of the `toolgate` binary); empty for a dedicated
     /// stage-2 binary.
@@ -158,7 +161,7 @@ impl BwrapPlan {
                 b.push_path("--ro-bind", &[path, path]);
             }
         }
-        read_deny_masks(&mut b, spec, host);
+        read_deny_masks(&mut b, spec, files, host);
         write_deny_masks(&mut b, spec, files, host);
         b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
         b.push_path("--chdir", &[&spec.cwd]);
@@ -241,12 +244,14 @@ fn system_mounts(b: &mut Builder, host: &dyn HostView) {
     }
 }
 
-fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, host: &dyn HostView) {
+fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host: &dyn HostView) {
     let system = SYSTEM_READ_DENY.iter().map(Path::new);
     for path in system.chain(spec.read_deny.iter().map(PathBuf::as_path)) {
         match resolve(host, path) {
             // An empty directory hides a directory; /dev/null a file.
-            Resolved::Existing { path, is_dir: true } => b.push_path("--tmpfs", &[&path]),
+            Resolved::Existing { path, is_dir: true } => {
+                b.push_path("--ro-bind", &[&files.empty_dir, &path]);
+            }
             Resolved::Existing {
                 path,
                 is_dir: false,
@@ -283,8 +288,7 @@ fn write_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host
                 // created: `mkdir -p .git/hooks` in a root without `.git`
                 // must not be able to make `.git` either.
                 if is_dir && first_missing == path {
-                    b.push_path("--tmpfs", &[&first_missing]);
-                    b.push_path("--remount-ro", &[&first_missing]);
+                    b.push_path("--ro-bind", &[&files.empty_dir, &first_missing]);
                 } else {
                     b.push_path("--ro-bind", &[&files.empty_file, &first_missing]);
                 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What bubblewrap can do here.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BwrapProbe {
     /// The binary, if found.
     pub path: Option<PathBuf>,
@@ -27,7 +27,7 @@ pub struct BwrapProbe {
 }
 
 /// The findings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Probe {
     /// bubblewrap.
     pub bwrap: BwrapProbe,
@@ -132,6 +132,72 @@ impl Probe {
 pub fn probe() -> &'static Probe {
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| Probe::run(None))
+}
+
+/// The findings for this process, taken from `state_dir/probe.json` when
+/// that was written for the same bubblewrap binary, kernel and user, and
+/// probed (and stored) otherwise. Saves the probe's two bubblewrap runs on
+/// every start of a short-lived `toolgate` process.
+pub fn probe_cached(state_dir: &Path) -> &'static Probe {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        let file = state_dir.join("probe.json");
+        let key = cache_key();
+        let cached = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<CachedProbe>(&bytes).ok())
+            .filter(|c| c.key == key);
+        match cached {
+            Some(cached) => cached.probe,
+            None => {
+                let probe = Probe::run(None);
+                probe.store(state_dir);
+                probe
+            }
+        }
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedProbe {
+    key: String,
+    probe: Probe,
+}
+
+/// What a stored probe is valid for: the bwrap binary (path and mtime), the
+/// kernel release and the effective uid.
+fn cache_key() -> String {
+    let bwrap = find_in_path("bwrap");
+    let mtime = bwrap
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let uname = rustix::system::uname();
+    format!(
+        "{:?}:{mtime}:{}:{}",
+        bwrap,
+        uname.release().to_string_lossy(),
+        rustix::process::geteuid().as_raw()
+    )
+}
+
+impl Probe {
+    /// Stores the findings for [`probe_cached`]; failures only cost a re-probe later.
+    pub fn store(&self, state_dir: &Path) {
+        let cached = CachedProbe {
+            key: cache_key(),
+            probe: self.clone(),
+        };
+        if let Ok(bytes) = serde_json::to_vec_pretty(&cached) {
+            let _ = std::fs::create_dir_all(state_dir);
+            let tmp = state_dir.join(format!("probe.json.{}", std::process::id()));
+            if std::fs::write(&tmp, bytes).is_ok() {
+                let _ = std::fs::rename(&tmp, state_dir.join("probe.json"));
+            }
+        }
+    }
 }
 
 fn find_in_path(name: &str) -> Option<PathBuf> {

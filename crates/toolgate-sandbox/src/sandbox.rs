@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::plan::{BwrapPlan, PlanError, PlanFiles, RealHost};
-use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe};
+use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
 use crate::runner::{self, ExecOutcome, ExecRequest, ResourceLimits, RunnerError};
 use crate::spec::{NetworkMode, SandboxSpec};
 use crate::stage2::{Stage2Args, encode_env};
@@ -205,9 +205,10 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Probes (once per process) and selects the backend.
+    /// Probes (once per process, cached in the state dir) and selects the backend.
     pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        Sandbox::with_probe(config, probe())
+        let findings = probe_cached(&config.state_dir);
+        Sandbox::with_probe(config, findings)
     }
 
     /// Like [`Sandbox::new`] with given findings.
@@ -217,6 +218,8 @@ impl Sandbox {
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.state_dir.display())))?;
         let empty_file = config.state_dir.join("empty");
         write_empty_readonly(&empty_file)?;
+        let empty_dir = config.state_dir.join("empty-dir");
+        empty_readonly_dir(&empty_dir)?;
         Ok(Sandbox {
             backend,
             bwrap: findings.bwrap.path.clone(),
@@ -224,6 +227,7 @@ impl Sandbox {
                 bwrap: findings.bwrap.path.clone().unwrap_or_default(),
                 stage2: config.stage2,
                 empty_file,
+                empty_dir,
                 stage2_prefix: config.stage2_prefix,
             },
             state_dir: config.state_dir,
@@ -450,6 +454,21 @@ fn write_empty_readonly(path: &Path) -> Result<(), SandboxError> {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(setup)
         }
     }
+}
+
+fn empty_readonly_dir(path: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let setup = |e: std::io::Error| SandboxError::Setup(format!("{}: {e}", path.display()));
+    if !path.is_dir() {
+        std::fs::create_dir_all(path).map_err(setup)?;
+    }
+    if std::fs::read_dir(path).map_err(setup)?.next().is_some() {
+        return Err(SandboxError::Setup(format!(
+            "{} must be empty: it masks protected directories",
+            path.display()
+        )));
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o555)).map_err(setup)
 }
 
 fn tempfile_dir(state_dir: &Path) -> Result<TempDir, SandboxError> {

@@ -450,20 +450,25 @@ fn resolve_roots(
         map.insert(name, path.clone()).map_err(roots_error)?;
     }
     for definition in &overrides.root_aliases {
-        map.insert_definition(definition).map_err(|e| ConfigError::Flag {
-            flag: "--root-alias",
-            message: e.to_string(),
-        })?;
+        map.insert_definition(definition)
+            .map_err(|e| ConfigError::Flag {
+                flag: "--root-alias",
+                message: e.to_string(),
+            })?;
     }
     if !overrides.roots.is_empty() {
-        return map.resolve_all(&overrides.roots, &env.cwd).map_err(|e| ConfigError::Flag {
-            flag: "--root",
-            message: e.to_string(),
-        });
+        return map
+            .resolve_all(&overrides.roots, &env.cwd)
+            .map_err(|e| ConfigError::Flag {
+                flag: "--root",
+                message: e.to_string(),
+            });
     }
     match &file.roots {
         Some(hints) => map.resolve_all(hints, base_dir).map_err(roots_error),
-        None => Ok(vec![std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone())]),
+        None => Ok(vec![
+            std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone()),
+        ]),
     }
 }
 

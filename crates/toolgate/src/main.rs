@@ -144,7 +144,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Doctor { json } => {
             let smoke = runtime()?.block_on(sandbox::smoke_test(&settings, &env));
-            render::doctor(&settings, smoke, json)
+            render::doctor(&settings, &env.state_dir(), smoke, json)
         }
         Command::Sandbox {
             network,

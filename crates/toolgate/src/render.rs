@@ -120,10 +120,13 @@ fn write_table<const N: usize>(out: &mut impl Write, rows: &[[String; N]]) -> Re
 /// `toolgate doctor`: exit 0 when a backend is usable, 1 when none is.
 pub fn doctor(
     settings: &Settings,
+    state_dir: &std::path::Path,
     smoke: Result<String, String>,
     as_json: bool,
 ) -> Result<ExitCode> {
-    let probe = toolgate_sandbox::probe();
+    // Always a fresh probe here, which also refreshes the cached one.
+    let probe = &toolgate_sandbox::Probe::run(None);
+    probe.store(state_dir);
     let backend = probe.select(settings.backend);
     let mut out = std::io::stdout().lock();
     if as_json {

@@ -564,10 +564,22 @@ fn roots_are_portable_hints() {
     std::fs::create_dir_all(s.project().join("sub/inner")).unwrap();
     let data = s.write("data/file.txt", "x").parent().unwrap().to_owned();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["--root", "/etc"], "toolgate: --root: root `/etc` is an absolute path, which is not portable"),
-        (vec!["--root", "../data"], "toolgate: --root: root `../data` escapes the caller's working directory"),
-        (vec!["--root", "nope"], "toolgate: --root: root `nope` resolves to"),
-        (vec!["--root-alias", "data=relative", "tools"], "toolgate: --root-alias: root alias `data=relative` is invalid"),
+        (
+            vec!["--root", "/etc"],
+            "toolgate: --root: root `/etc` is an absolute path, which is not portable",
+        ),
+        (
+            vec!["--root", "../data"],
+            "toolgate: --root: root `../data` escapes the caller's working directory",
+        ),
+        (
+            vec!["--root", "nope"],
+            "toolgate: --root: root `nope` resolves to",
+        ),
+        (
+            vec!["--root-alias", "data=relative", "tools"],
+            "toolgate: --root-alias: root alias `data=relative` is invalid",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = args.clone();
@@ -580,13 +592,38 @@ fn roots_are_portable_hints() {
     }
     let alias = format!("data={}", data.display());
     let o = s.run(&[
-        "--demo", "--root-alias", &alias, "--root", "data", "--root", "sub",
-        "policy", "explain", "demo_touch", &format!(r#"{{"path": "{}/file.txt"}}"#, data.display()),
+        "--demo",
+        "--root-alias",
+        &alias,
+        "--root",
+        "data",
+        "--root",
+        "sub",
+        "policy",
+        "explain",
+        "demo_touch",
+        &format!(r#"{{"path": "{}/file.txt"}}"#, data.display()),
     ]);
-    assert!(stdout(&o).contains(&format!("(workspace root {})", data.display())), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("(workspace root {})", data.display())),
+        "{}",
+        stdout(&o)
+    );
     // The working directory is no longer a root once roots are given (the
     // project lives under the temp dir, so that allowance is switched off).
     s.write("project/toolgate.toml", "[paths]\ntemp_dir = false\n");
-    let o = s.run(&["--demo", "--root", "sub/inner", "policy", "explain", "demo_touch", r#"{"path": "top.txt"}"#]);
-    assert!(stdout(&o).contains("is outside the workspace roots"), "{}", stdout(&o));
+    let o = s.run(&[
+        "--demo",
+        "--root",
+        "sub/inner",
+        "policy",
+        "explain",
+        "demo_touch",
+        r#"{"path": "top.txt"}"#,
+    ]);
+    assert!(
+        stdout(&o).contains("is outside the workspace roots"),
+        "{}",
+        stdout(&o)
+    );
 }

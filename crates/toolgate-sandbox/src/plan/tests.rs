@@ -70,6 +70,7 @@ fn files() -> PlanFiles {
         bwrap: "/usr/bin/bwrap".into(),
         stage2: "/opt/toolgate/bin/toolgate".into(),
         empty_file: "/run/toolgate/empty".into(),
+        empty_dir: "/run/toolgate/empty-dir".into(),
         stage2_prefix: Vec::new(),
     }
 }
@@ -166,7 +167,10 @@ fn plan_for_a_git_worktree_protects_the_real_git_dir() {
         assert!(text.contains(&format!("--ro-bind {protected}")), "{text}");
     }
     // The worktree's own git dir has no hooks directory: it is masked empty.
-    assert!(text.contains("--tmpfs /src/main/.git/worktrees/feature/hooks\n--remount-ro /src/main/.git/worktrees/feature/hooks"), "{text}");
+    assert!(
+        text.contains("--ro-bind /run/toolgate/empty-dir /src/main/.git/worktrees/feature/hooks"),
+        "{text}"
+    );
     insta::assert_snapshot!(text);
 }
 
@@ -195,7 +199,7 @@ fn mounts_come_in_the_fixed_order() {
         position(&["--tmpfs", "/tmp"]),
         position(&["--bind", "/w", "/w"]),
         position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
-        position(&["--tmpfs", "/w/private"]),
+        position(&["--ro-bind", "/run/toolgate/empty-dir", "/w/private"]),
         position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),
         position(&["--ro-bind", "/opt/toolgate/bin/toolgate", STAGE2_PATH]),
         position(&["--", STAGE2_PATH]),

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Whole-process cost of one sandboxed `sh -c true`, side by side in one run:
+#   bare            sh -c true
+#   bwrap           a plain bubblewrap with the same namespaces and mounts
+#   toolgate        `toolgate sandbox -- sh -c true`: the CLI process, config,
+#                   the cached probe, the plan, bubblewrap and stage 2
+#                   (no_new_privs, capabilities, Landlock, seccomp)
+# Prints the mean of each and the ratios to the plain bubblewrap spawn.
+# Needs hyperfine and bubblewrap (apt-get install -y hyperfine bubblewrap).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${RUNS:-200}"
+
+cargo build --release -q -p toolgate
+toolgate="$PWD/target/release/toolgate"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/root" "$work/home"
+export HOME="$work/home"
+
+system=()
+for p in /usr /etc /opt /bin /sbin /lib /lib32 /lib64 /libx32; do
+    if [ -L "$p" ]; then system+=(--symlink "$(readlink "$p")" "$p")
+    elif [ -d "$p" ]; then system+=(--ro-bind "$p" "$p"); fi
+done
+bwrap_cmd="bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try --unshare-net --die-with-parent --new-session --cap-drop ALL --clearenv ${system[*]} --proc /proc --dev /dev --tmpfs /tmp --bind $work/root $work/root --chdir $work/root -- sh -c true"
+
+# Warm the probe cache the way a first run would.
+(cd "$work/root" && "$toolgate" sandbox -- true)
+
+cd "$work/root"
+hyperfine -N --warmup 20 --runs "$runs" --export-json "$work/result.json" \
+    -n bare "sh -c true" \
+    -n bwrap "$bwrap_cmd" \
+    -n toolgate "$toolgate sandbox -- sh -c true" >/dev/null
+
+python3 - "$work/result.json" <<'PY'
+import json, sys
+results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+base = results["bwrap"]["mean"]
+print(f"{'':10} {'mean':>10} {'stddev':>10} {'vs bwrap':>9}")
+for name in ("bare", "bwrap", "toolgate"):
+    r = results[name]
+    print(f"{name:10} {r['mean']*1e3:8.2f}ms {r['stddev']*1e3:8.2f}ms {r['mean']/base:8.2f}x")
+PY
