@@ -21,7 +21,10 @@ pub mod resource;
 pub mod rules;
 
 pub use access::{Access, AccessPolicy};
-pub use command::{CommandPolicy, CommandVerdict, ParseFallback};
+pub use command::{
+    CommandPolicy, CommandPolicyError, CommandVerdict, ParseFallback, SimpleCommand,
+    extract_commands,
+};
 pub use executor::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, CallError, CallResult, Executor,
     ExecutorBuilder, Explanation, Stage, StageOutcome, StageReport, ToolStatus,
