@@ -39,6 +39,11 @@ pub trait HostView {
     fn entry(&self, path: &Path) -> HostEntry;
     /// A small text file (a worktree's `.git` file), if readable.
     fn read_small(&self, path: &Path) -> Option<String>;
+    /// Whether this process may read `path`. A sandboxed command has fewer
+    /// rights than its parent, so what the parent cannot read needs no mask.
+    fn readable(&self, _path: &Path) -> bool {
+        true
+    }
 }
 
 /// The real filesystem.
@@ -61,6 +66,10 @@ impl HostView for RealHost {
     fn read_small(&self, path: &Path) -> Option<String> {
         let text = std::fs::read_to_string(path).ok()?;
         (text.len() < 4096).then_some(text)
+    }
+
+    fn readable(&self, path: &Path) -> bool {
+        rustix::fs::access(path, rustix::fs::Access::READ_OK).is_ok()
     }
 }
 
@@ -247,6 +256,9 @@ fn system_mounts(b: &mut Builder, host: &dyn HostView) {
 fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host: &dyn HostView) {
     let system = SYSTEM_READ_DENY.iter().map(Path::new);
     for path in system.chain(spec.read_deny.iter().map(PathBuf::as_path)) {
+        if !host.readable(path) {
+            continue;
+        }
         match resolve(host, path) {
             // An empty directory hides a directory; /dev/null a file.
             Resolved::Existing { path, is_dir: true } => {

@@ -9,6 +9,7 @@ use super::*;
 struct Fixture {
     entries: BTreeMap<PathBuf, HostEntry>,
     texts: BTreeMap<PathBuf, String>,
+    unreadable: Vec<PathBuf>,
 }
 
 impl Fixture {
@@ -62,6 +63,10 @@ impl HostView for Fixture {
 
     fn read_small(&self, path: &Path) -> Option<String> {
         self.texts.get(path).cloned()
+    }
+
+    fn readable(&self, path: &Path) -> bool {
+        !self.unreadable.iter().any(|p| p == path)
     }
 }
 
@@ -289,4 +294,16 @@ fn resolve_follows_symlinks_and_finds_the_first_missing_component() {
     for (path, expected) in cases {
         assert_eq!(resolve(&host, Path::new(path)), expected, "{path}");
     }
+}
+
+#[test]
+fn files_the_caller_cannot_read_need_no_read_mask() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w");
+    let spec = SandboxSpec::for_root("/w");
+    let masked =
+        |host: &Fixture| render(&plan(&spec, host)).contains("--ro-bind /dev/null /etc/shadow");
+    assert!(masked(&host));
+    host.unreadable.push("/etc/shadow".into());
+    assert!(!masked(&host));
 }
