@@ -1,9 +1,6 @@
 //! What a tool does to the world (its effect class) and what happens when the
 //! same call is made twice (its idempotency contract).
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 /// How much a tool can change, ordered from harmless to dangerous.
@@ -23,55 +20,12 @@ pub enum EffectClass {
     Destructive,
 }
 
-impl EffectClass {
-    /// Every class, in order.
-    pub const ALL: [EffectClass; 4] = [
-        EffectClass::Read,
-        EffectClass::MutateReversible,
-        EffectClass::MutateIrreversible,
-        EffectClass::Destructive,
-    ];
-
-    /// The wire name (`read`, `mutate-reversible`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EffectClass::Read => "read",
-            EffectClass::MutateReversible => "mutate-reversible",
-            EffectClass::MutateIrreversible => "mutate-irreversible",
-            EffectClass::Destructive => "destructive",
-        }
-    }
-}
-
-impl fmt::Display for EffectClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string that names no effect class or idempotency contract.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {kind} `{value}`, expected one of: {expected}")]
-pub struct ParseEnumError {
-    kind: &'static str,
-    value: String,
-    expected: &'static str,
-}
-
-impl FromStr for EffectClass {
-    type Err = ParseEnumError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        EffectClass::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| ParseEnumError {
-                kind: "effect class",
-                value: s.to_owned(),
-                expected: "read, mutate-reversible, mutate-irreversible, destructive",
-            })
-    }
-}
+crate::wire_enum!(EffectClass, "effect class", {
+    Read => "read",
+    MutateReversible => "mutate-reversible",
+    MutateIrreversible => "mutate-irreversible",
+    Destructive => "destructive",
+});
 
 /// What a caller may assume when a call above `read` is repeated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -85,44 +39,11 @@ pub enum Idempotency {
     AtMostOnce,
 }
 
-impl Idempotency {
-    /// Every contract.
-    pub const ALL: [Idempotency; 3] = [
-        Idempotency::ProviderNative,
-        Idempotency::CheckBeforeAct,
-        Idempotency::AtMostOnce,
-    ];
-
-    /// The wire name (`provider-native`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Idempotency::ProviderNative => "provider-native",
-            Idempotency::CheckBeforeAct => "check-before-act",
-            Idempotency::AtMostOnce => "at-most-once",
-        }
-    }
-}
-
-impl fmt::Display for Idempotency {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Idempotency {
-    type Err = ParseEnumError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Idempotency::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| ParseEnumError {
-                kind: "idempotency",
-                value: s.to_owned(),
-                expected: "provider-native, check-before-act, at-most-once",
-            })
-    }
-}
+crate::wire_enum!(Idempotency, "idempotency", {
+    ProviderNative => "provider-native",
+    CheckBeforeAct => "check-before-act",
+    AtMostOnce => "at-most-once",
+});
 
 #[cfg(test)]
 mod tests {

@@ -17,14 +17,16 @@ mod registry;
 mod spec;
 mod tool;
 mod validate;
+mod wire;
 
 pub use decision::Decision;
-pub use effect::{EffectClass, Idempotency, ParseEnumError};
+pub use effect::{EffectClass, Idempotency};
 pub use event::{EventSink, ToolEvent, ToolEventKind};
 pub use preset::{BUILTIN_TOOLS, ToolPreset};
 pub use registry::{RegisteredTool, Registry, ToolListing, ToolRegistrationError};
 pub use spec::{DynamicToolSpec, SchemaMode, ToolOrigin, ToolSpec};
 pub use tool::{CallContext, Content, Tool, ToolError, ToolHandler, ToolOutput, Typed, TypedTool};
 pub use validate::{InputMode, InputValidator, InvalidInput};
+pub use wire::ParseEnumError;
 
 pub use async_trait::async_trait;

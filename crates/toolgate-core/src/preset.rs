@@ -1,8 +1,5 @@
 //! Named selections of built-in tools.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 /// Every built-in tool, by name.
@@ -49,24 +46,6 @@ pub enum ToolPreset {
 }
 
 impl ToolPreset {
-    /// Every preset.
-    pub const ALL: [ToolPreset; 4] = [
-        ToolPreset::Coding,
-        ToolPreset::Readonly,
-        ToolPreset::Minimal,
-        ToolPreset::Admin,
-    ];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolPreset::Coding => "coding",
-            ToolPreset::Readonly => "readonly",
-            ToolPreset::Minimal => "minimal",
-            ToolPreset::Admin => "admin",
-        }
-    }
-
     /// The tool names in the preset.
     pub fn tools(self) -> Vec<&'static str> {
         match self {
@@ -88,26 +67,12 @@ impl ToolPreset {
     }
 }
 
-impl fmt::Display for ToolPreset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ToolPreset {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ToolPreset::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown tool preset `{s}`, expected one of: coding, readonly, minimal, admin"
-                )
-            })
-    }
-}
+crate::wire_enum!(ToolPreset, "tool preset", {
+    Coding => "coding",
+    Readonly => "readonly",
+    Minimal => "minimal",
+    Admin => "admin",
+});
 
 #[cfg(test)]
 mod tests {
@@ -130,6 +95,7 @@ mod tests {
             assert!(preset.tools().iter().all(|t| BUILTIN_TOOLS.contains(t)));
             assert!(!preset.contains("elevated"), "{preset} selects elevated");
             assert_eq!(preset.as_str().parse::<ToolPreset>(), Ok(preset));
+            assert_eq!(serde_json::to_value(preset).unwrap(), preset.as_str());
         }
         assert!("everything".parse::<ToolPreset>().is_err());
     }

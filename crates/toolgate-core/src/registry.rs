@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::effect::{EffectClass, Idempotency, ParseEnumError};
+use crate::effect::{EffectClass, Idempotency};
 use crate::spec::{DynamicToolSpec, SchemaMode, ToolSpec};
 use crate::tool::{Tool, ToolHandler};
 use crate::validate::InputValidator;
+use crate::wire::ParseEnumError;
 
 /// Why a tool was not registered. Every variant names the tool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

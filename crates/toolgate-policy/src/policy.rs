@@ -1,8 +1,6 @@
 //! The four layers and the rules, together, and the named presets.
 
-use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use toolgate_core::EffectClass;
@@ -28,24 +26,6 @@ pub enum PolicyPreset {
 }
 
 impl PolicyPreset {
-    /// Every preset.
-    pub const ALL: [PolicyPreset; 4] = [
-        PolicyPreset::Permissive,
-        PolicyPreset::Standard,
-        PolicyPreset::Strict,
-        PolicyPreset::Readonly,
-    ];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyPreset::Permissive => "permissive",
-            PolicyPreset::Standard => "standard",
-            PolicyPreset::Strict => "strict",
-            PolicyPreset::Readonly => "readonly",
-        }
-    }
-
     /// The effect-class cap of the preset.
     pub fn cap(self) -> EffectClass {
         match self {
@@ -65,26 +45,12 @@ impl PolicyPreset {
     }
 }
 
-impl fmt::Display for PolicyPreset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PolicyPreset {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PolicyPreset::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown policy `{s}`, expected one of: permissive, standard, strict, readonly"
-                )
-            })
-    }
-}
+toolgate_core::wire_enum!(PolicyPreset, "policy", {
+    Permissive => "permissive",
+    Standard => "standard",
+    Strict => "strict",
+    Readonly => "readonly",
+});
 
 /// Every layer of a policy. Replace one layer with the `with_*` methods; the
 /// others keep what they had.

@@ -179,3 +179,11 @@ fn replacing_one_layer_keeps_the_others() {
     assert_eq!(custom.rules, strict.rules);
     assert_eq!(custom.paths.rules(), strict.paths.rules());
 }
+
+#[test]
+fn policy_preset_wire_names_agree_with_serde() {
+    for preset in PolicyPreset::ALL {
+        assert_eq!(serde_json::to_value(preset).unwrap(), preset.as_str());
+        assert_eq!(preset.as_str().parse::<PolicyPreset>(), Ok(preset));
+    }
+}

@@ -468,3 +468,30 @@ async fn long_output_is_bounded_and_kept_whole_in_a_file() {
     assert_eq!(full.lines().count(), 5000);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test]
+async fn unparseable_scripts_are_refused_by_strict_policies_and_left_to_the_sandbox_otherwise() {
+    let f = fixture();
+    let script = json!({"command": "echo $("});
+    for (preset, outcome) in [
+        (PolicyPreset::Permissive, StageOutcome::Pass),
+        (PolicyPreset::Standard, StageOutcome::Pass),
+        (PolicyPreset::Strict, StageOutcome::Fail),
+        (PolicyPreset::Readonly, StageOutcome::Fail),
+    ] {
+        // An exact-name allow keeps the shell tool active under every cap.
+        let policy = Policy::preset(preset, None).with_access(AccessPolicy {
+            allow: vec!["shell".into()],
+            ..AccessPolicy::default()
+        });
+        let explanation = f.executor(policy).explain("shell", script.clone(), &ctx());
+        let commands = &explanation.stages[4];
+        assert_eq!(commands.stage, Stage::Commands);
+        assert_eq!(commands.outcome, outcome, "{preset}: {}", commands.detail);
+        assert!(
+            commands.detail.contains("cannot be analysed"),
+            "{}",
+            commands.detail
+        );
+    }
+}

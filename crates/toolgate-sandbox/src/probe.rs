@@ -51,16 +51,11 @@ pub enum Backend {
     None,
 }
 
-impl Backend {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Bwrap => "bwrap",
-            Backend::Landlock => "landlock",
-            Backend::None => "none",
-        }
-    }
-}
+toolgate_core::wire_enum!(Backend, "sandbox backend", {
+    Bwrap => "bwrap",
+    Landlock => "landlock",
+    None => "none",
+});
 
 /// What the configuration asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -76,6 +71,13 @@ pub enum BackendChoice {
     /// No sandbox (development only).
     None,
 }
+
+toolgate_core::wire_enum!(BackendChoice, "sandbox backend", {
+    Auto => "auto",
+    Bwrap => "bwrap",
+    Landlock => "landlock",
+    None => "none",
+});
 
 /// No requested sandbox can run here.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -329,6 +331,24 @@ mod tests {
         }
         let err = findings(false, None).select(C::Auto).unwrap_err();
         assert!(err.0.contains("apt-get install bubblewrap"), "{err}");
+    }
+
+    #[test]
+    fn wire_names_agree_with_serde() {
+        for b in Backend::ALL {
+            assert_eq!(serde_json::to_value(b).unwrap(), b.as_str());
+        }
+        for c in BackendChoice::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+            assert_eq!(c.as_str().parse::<BackendChoice>(), Ok(c));
+        }
+        for n in crate::NetworkMode::ALL {
+            assert_eq!(serde_json::to_value(n).unwrap(), n.as_str());
+        }
+        assert_eq!(
+            "docker".parse::<BackendChoice>().unwrap_err().to_string(),
+            "unknown sandbox backend `docker`, expected one of: auto, bwrap, landlock, none"
+        );
     }
 
     #[test]

@@ -18,15 +18,10 @@ pub enum NetworkMode {
     Host,
 }
 
-impl NetworkMode {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NetworkMode::None => "none",
-            NetworkMode::Host => "host",
-        }
-    }
-}
+toolgate_core::wire_enum!(NetworkMode, "network mode", {
+    None => "none",
+    Host => "host",
+});
 
 /// Paths inside every writable root that a sandboxed command may never
 /// write or create: each one is a way to run code on the host later.

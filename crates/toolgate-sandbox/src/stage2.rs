@@ -114,13 +114,12 @@ impl Stage2Args {
                     return Ok((parsed, command));
                 }
                 Some("--network") => {
-                    parsed.network = match value(&mut iter, "--network")?.to_str() {
-                        Some("none") => NetworkMode::None,
-                        Some("host") => NetworkMode::Host,
-                        other => {
-                            return Err(Stage2Error::Setup(format!("unknown network {other:?}")));
-                        }
-                    }
+                    let word = value(&mut iter, "--network")?;
+                    parsed.network = word
+                        .to_str()
+                        .unwrap_or_default()
+                        .parse()
+                        .map_err(|e| Stage2Error::Setup(format!("{e}")))?;
                 }
                 Some("--in-netns") => parsed.in_network_namespace = true,
                 Some("--allow-unix-sockets") => parsed.allow_unix_sockets = true,
@@ -268,7 +267,7 @@ mod tests {
         };
         assert_eq!(
             parse(&["--network", "wifi", "--", "x"]),
-            Err("stage 2: unknown network Some(\"wifi\")".into())
+            Err("stage 2: unknown network mode `wifi`, expected one of: none, host".into())
         );
         assert_eq!(
             parse(&["--env-fd", "1", "--", "x"]),

@@ -365,14 +365,12 @@ fn env_parsed<T>(
         .transpose()
 }
 
-fn parse_backend(value: &str) -> Result<BackendChoice, String> {
-    match value {
-        "auto" => Ok(BackendChoice::Auto),
-        "bwrap" => Ok(BackendChoice::Bwrap),
-        "landlock" => Ok(BackendChoice::Landlock),
-        "none" => Ok(BackendChoice::None),
-        _ => Err("expected auto, bwrap, landlock or none".to_owned()),
-    }
+fn parse_word<T: std::str::FromStr<Err = toolgate_core::ParseEnumError>>(
+    value: &str,
+) -> Result<T, String> {
+    value
+        .parse()
+        .map_err(|e: toolgate_core::ParseEnumError| e.to_string())
 }
 
 fn parse_bool(value: &str) -> Result<bool, String> {
@@ -399,11 +397,11 @@ fn resolve(
     };
     let preset = overrides
         .preset
-        .or(env_parsed(env, "TOOLGATE_PRESET", |v| v.parse())?)
+        .or(env_parsed(env, "TOOLGATE_PRESET", parse_word)?)
         .or(file.preset);
     let policy_preset = overrides
         .policy
-        .or(env_parsed(env, "TOOLGATE_POLICY", |v| v.parse())?)
+        .or(env_parsed(env, "TOOLGATE_POLICY", parse_word)?)
         .or(file.policy)
         .unwrap_or(PolicyPreset::Standard);
     let strict = env_parsed(env, "TOOLGATE_STRICT_TOOL_INPUT", parse_bool)?
@@ -428,7 +426,7 @@ fn resolve(
         roots,
         output_dir: file.output_dir.as_ref().map(|d| base_dir.join(d)),
         sources,
-        backend: env_parsed(env, "TOOLGATE_SANDBOX_BACKEND", parse_backend)?
+        backend: env_parsed(env, "TOOLGATE_SANDBOX_BACKEND", parse_word)?
             .or(file.sandbox.map(|s| s.backend))
             .unwrap_or_default(),
     })

@@ -62,7 +62,7 @@ enum Command {
     /// Run a command in the sandbox, with the workspace roots writable.
     Sandbox {
         /// Network: none (default) or host.
-        #[arg(long, default_value = "none", value_parser = parse_network)]
+        #[arg(long, default_value = "none")]
         network: NetworkMode,
         /// Allow the command to create unix sockets.
         #[arg(long)]
@@ -184,14 +184,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
-}
-
-fn parse_network(value: &str) -> Result<NetworkMode, String> {
-    match value {
-        "none" => Ok(NetworkMode::None),
-        "host" => Ok(NetworkMode::Host),
-        _ => Err("expected none or host".to_owned()),
-    }
 }
 
 fn executor(settings: &Settings, demo: bool) -> Result<Executor> {
