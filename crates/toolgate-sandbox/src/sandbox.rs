@@ -256,14 +256,28 @@ impl Sandbox {
         if command.argv.is_empty() {
             return Err(SandboxError::EmptyCommand);
         }
-        let env = self.environment(spec, &command);
-        let outcome = match self.backend {
-            Backend::Bwrap => self.run_bwrap(spec, &command, env).await?,
-            Backend::Landlock => self.run_landlock(spec, &command, env).await?,
-            Backend::None => {
-                runner::run(request(&command, spec, command.argv.clone(), env)).await?
-            }
+        let mut env = self.environment(spec, &command);
+        let tmp = match self.backend {
+            Backend::Landlock => Some(tempfile_dir(&self.state_dir)?),
+            Backend::Bwrap | Backend::None => None,
         };
+        if let Some(tmp) = &tmp {
+            // Without a mount namespace /tmp is the host's: a private one instead.
+            env.retain(|(k, _)| k != "TMPDIR" && k != "HOME");
+            env.push(("TMPDIR".into(), tmp.path().into()));
+            env.push(("HOME".into(), tmp.path().into()));
+        }
+        let tmp_path = tmp.as_ref().map_or(Path::new("/tmp"), TempDir::path);
+        let plan = self.launch(spec, &command.argv, tmp_path)?;
+        let _mount_points = MountPointGuard::new(plan.created_mount_points.clone());
+        let request = match self.backend {
+            // The environment reaches stage 2 through a pipe, never an argv.
+            Backend::Bwrap | Backend::Landlock => {
+                request(&command, spec, plan.argv, Vec::new()).pass_fd(env_pipe(&env)?, ENV_FD)
+            }
+            Backend::None => request(&command, spec, plan.argv, env),
+        };
+        let outcome = runner::run(request).await?;
         Ok(SandboxOutcome {
             outcome,
             backend: self.backend,
@@ -312,77 +326,66 @@ impl Sandbox {
         env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
 
-    async fn run_bwrap(
-        &self,
-        spec: &SandboxSpec,
-        command: &SandboxCommand,
-        env: Vec<(OsString, OsString)>,
-    ) -> Result<ExecOutcome, SandboxError> {
-        let stage2 = Stage2Args {
-            network: spec.network,
-            in_network_namespace: spec.network == NetworkMode::None,
-            allow_unix_sockets: spec.allow_unix_sockets,
-            read: vec!["/".into()],
-            write: writable_paths(spec, Path::new("/tmp")),
-            env_fd: Some(ENV_FD),
-        };
-        let plan = BwrapPlan::build(spec, &self.files, &stage2, &command.argv, &RealHost)?;
-        let _mount_points = MountPointGuard::new(plan.created_mount_points.clone());
-        let mut argv = plan.argv.into_iter();
-        let program = argv.next().ok_or(SandboxError::EmptyCommand)?;
-        let request = request(
-            command,
-            spec,
-            std::iter::once(program).chain(argv).collect(),
-            Vec::new(),
-        )
-        .pass_fd(env_pipe(&env)?, ENV_FD);
-        Ok(runner::run(request).await?)
+    /// The argv that would run `argv` confined by `spec` (bubblewrap's, or
+    /// stage 2's for the landlock backend), for display: it holds paths and
+    /// flags only, never an environment value.
+    pub fn plan(&self, spec: &SandboxSpec, argv: &[OsString]) -> Result<BwrapPlan, SandboxError> {
+        self.launch(spec, argv, &self.state_dir.join("tmp-RUN"))
     }
 
-    async fn run_landlock(
+    /// The argv for this backend; `tmp` is the private temp dir of a
+    /// landlock run.
+    fn launch(
         &self,
         spec: &SandboxSpec,
-        command: &SandboxCommand,
-        mut env: Vec<(OsString, OsString)>,
-    ) -> Result<ExecOutcome, SandboxError> {
-        let tmp = tempfile_dir(&self.state_dir)?;
-        env.retain(|(k, _)| k != "TMPDIR" && k != "HOME");
-        env.push(("TMPDIR".into(), tmp.path().into()));
-        env.push(("HOME".into(), tmp.path().into()));
-        let mut read: Vec<PathBuf> = [
-            "/usr",
-            "/bin",
-            "/sbin",
-            "/lib",
-            "/lib32",
-            "/lib64",
-            "/etc",
-            "/opt",
-            "/proc",
-            "/dev",
-            "/sys/devices/system/cpu",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-        read.extend(spec.read_only_paths.iter().cloned());
-        read.push(self.files.stage2.clone());
-        let stage2 = Stage2Args {
-            network: spec.network,
-            in_network_namespace: false,
-            allow_unix_sockets: spec.allow_unix_sockets,
-            read,
-            write: writable_paths(spec, tmp.path()),
-            env_fd: Some(ENV_FD),
-        };
-        let mut argv = vec![self.files.stage2.clone().into_os_string()];
-        argv.extend(self.files.stage2_prefix.iter().cloned());
-        argv.extend(stage2.to_argv());
-        argv.push("--".into());
-        argv.extend(command.argv.iter().cloned());
-        let request = request(command, spec, argv, Vec::new()).pass_fd(env_pipe(&env)?, ENV_FD);
-        Ok(runner::run(request).await?)
+        argv: &[OsString],
+        tmp: &Path,
+    ) -> Result<BwrapPlan, SandboxError> {
+        match self.backend {
+            Backend::Bwrap => {
+                let stage2 = Stage2Args {
+                    network: spec.network,
+                    in_network_namespace: spec.network == NetworkMode::None,
+                    allow_unix_sockets: spec.allow_unix_sockets,
+                    read: vec!["/".into()],
+                    write: writable_paths(spec, Path::new("/tmp")),
+                    env_fd: Some(ENV_FD),
+                };
+                Ok(BwrapPlan::build(
+                    spec,
+                    &self.files,
+                    &stage2,
+                    argv,
+                    &RealHost,
+                )?)
+            }
+            Backend::Landlock => {
+                let mut read: Vec<PathBuf> = LANDLOCK_READABLE.iter().map(PathBuf::from).collect();
+                read.extend(spec.read_only_paths.iter().cloned());
+                read.push(self.files.stage2.clone());
+                let stage2 = Stage2Args {
+                    network: spec.network,
+                    in_network_namespace: false,
+                    allow_unix_sockets: spec.allow_unix_sockets,
+                    read,
+                    write: writable_paths(spec, tmp),
+                    env_fd: Some(ENV_FD),
+                };
+                let mut full = vec![self.files.stage2.clone().into_os_string()];
+                full.extend(self.files.stage2_prefix.iter().cloned());
+                full.extend(stage2.to_argv());
+                full.push("--".into());
+                full.extend(argv.iter().cloned());
+                Ok(BwrapPlan {
+                    argv: full,
+                    created_mount_points: Vec::new(),
+                })
+            }
+            Backend::None => Ok(BwrapPlan {
+                argv: argv.to_vec(),
+                created_mount_points: Vec::new(),
+            }),
+        }
     }
 
     /// The bwrap binary, when the probe found one.
@@ -390,6 +393,21 @@ impl Sandbox {
         self.bwrap.as_deref()
     }
 }
+
+/// What the landlock backend lets a command read besides the roots.
+const LANDLOCK_READABLE: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/etc",
+    "/opt",
+    "/proc",
+    "/dev",
+    "/sys/devices/system/cpu",
+];
 
 /// The descriptor number stage 2 reads the environment from.
 const ENV_FD: i32 = 3;

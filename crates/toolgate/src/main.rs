@@ -70,6 +70,9 @@ enum Command {
         /// Wall-clock limit in seconds.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// Print the sandbox's argv (one flag per line) instead of running.
+        #[arg(long)]
+        plan: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<std::ffi::OsString>,
@@ -150,6 +153,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             network,
             allow_unix_sockets,
             timeout,
+            plan,
             command,
         } => {
             let run = sandbox::Run {
@@ -157,6 +161,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 allow_unix_sockets,
                 timeout: std::time::Duration::from_secs(timeout),
                 argv: command,
+                plan_only: plan,
             };
             runtime()?.block_on(sandbox::run(&settings, &env, run))
         }

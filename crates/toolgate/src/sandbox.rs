@@ -18,6 +18,7 @@ pub struct Run {
     pub allow_unix_sockets: bool,
     pub timeout: Duration,
     pub argv: Vec<OsString>,
+    pub plan_only: bool,
 }
 
 fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
@@ -37,6 +38,31 @@ pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<Exi
         .allow_unix_sockets(run.allow_unix_sockets)
         .cwd(env.cwd.clone());
     spec.writable_roots = settings.roots.clone();
+    if run.plan_only {
+        let plan = sandbox.plan(&spec, &run.argv)?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "backend {}", sandbox.backend())?;
+        for (i, arg) in plan.argv.iter().enumerate() {
+            let arg = arg.to_string_lossy();
+            let sep = if i == 0 {
+                ""
+            } else if arg.starts_with("--") {
+                "\n"
+            } else {
+                " "
+            };
+            write!(out, "{sep}{arg}")?;
+        }
+        writeln!(out)?;
+        for path in &plan.created_mount_points {
+            writeln!(
+                out,
+                "mount point created for the run and removed after: {}",
+                path.display()
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let command = SandboxCommand::new(run.argv).timeout(run.timeout);
     let result = sandbox.run(&spec, command).await?;
     if let Some(warning) = &result.unsandboxed {

@@ -627,3 +627,33 @@ fn roots_are_portable_hints() {
         stdout(&o)
     );
 }
+
+#[test]
+fn sandbox_plan_shows_the_ordered_argv_without_running() {
+    let s = Sandbox::new();
+    let o = s.run(&["sandbox", "--plan", "--", "sh", "-c", "touch ran"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let root = std::fs::canonicalize(s.project()).unwrap();
+    assert!(text.starts_with("backend bwrap\n"), "{text}");
+    for line in [
+        "--cap-drop ALL".to_owned(),
+        "--unshare-net".to_owned(),
+        format!("--bind {} {}", root.display(), root.display()),
+        format!(
+            "mount point created for the run and removed after: {}/.bashrc",
+            root.display()
+        ),
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing `{line}` in\n{text}"
+        );
+    }
+    assert!(text.contains("-- sh -c touch ran"), "{text}");
+    assert!(!s.project().join("ran").exists(), "--plan ran the command");
+    assert!(
+        !s.project().join(".bashrc").exists(),
+        "--plan created a mount point"
+    );
+}
