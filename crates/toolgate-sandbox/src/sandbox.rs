@@ -34,16 +34,10 @@ const NEVER_PASSED: &[&str] = &[
 const FALLBACK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Device files a command may write (everything else under /dev is
-/// read-only to it, so no raw disk is ever writable).
-const WRITABLE_DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-    "/dev/shm",
-];
+/// read-only to it, so no raw disk is ever writable). Not /dev/tty: a
+/// command that can reach the caller's terminal can type into it (TIOCSTI).
+/// Not /dev/shm: without a mount namespace it is the host's.
+const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Where the sandbox finds its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -405,7 +399,11 @@ const LANDLOCK_READABLE: &[&str] = &[
     "/etc",
     "/opt",
     "/proc",
-    "/dev",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
     "/sys/devices/system/cpu",
 ];
 
