@@ -108,6 +108,16 @@ pub enum PlanError {
         /// The root.
         path: PathBuf,
     },
+    /// A protected path (or a directory on the way to it) is a symlink,
+    /// which no mount can keep the command from replacing.
+    #[error(
+        "`{}` is a symlink inside a writable root, on the way to a protected path; a sandboxed command could replace it. Replace the symlink with the real directory or file (or make that root read-only)",
+        path.display()
+    )]
+    UnprotectableSymlink {
+        /// The symlink.
+        path: PathBuf,
+    },
     /// The working directory is not inside a root.
     #[error("working directory `{}` is not inside a writable root", path.display())]
     CwdOutsideRoots {
@@ -170,8 +180,14 @@ impl BwrapPlan {
                 b.push_path("--ro-bind", &[path, path]);
             }
         }
+        let protection = write_deny_protection(spec, host)?;
+        // Pins before any mask: binding a directory later would hide the
+        // masks already mounted below it.
+        for pin in &protection.pins {
+            b.push_path("--bind", &[pin, pin]);
+        }
         read_deny_masks(&mut b, spec, files, host);
-        write_deny_masks(&mut b, spec, files, host);
+        write_deny_masks(&mut b, files, protection.masks);
         b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
         b.push_path("--chdir", &[&spec.cwd]);
         b.push(&["--", STAGE2_PATH]);
@@ -276,7 +292,35 @@ fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host:
     }
 }
 
-fn write_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host: &dyn HostView) {
+/// One write-deny mount.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Mask {
+    /// An existing file or directory made read-only where it is.
+    ReadOnly(PathBuf),
+    /// An absent name blocked with the empty read-only file.
+    EmptyFile(PathBuf),
+    /// An absent name blocked with the empty read-only directory.
+    EmptyDir(PathBuf),
+}
+
+impl Mask {
+    fn path(&self) -> &Path {
+        match self {
+            Mask::ReadOnly(p) | Mask::EmptyFile(p) | Mask::EmptyDir(p) => p,
+        }
+    }
+}
+
+/// Pins and masks, collected before any is emitted so they can be ordered.
+#[derive(Default)]
+struct Protection {
+    /// Directories on the way to a protected path, bound onto themselves so
+    /// that their names cannot be renamed or removed (a mount point is busy).
+    pins: Vec<PathBuf>,
+    masks: Vec<Mask>,
+}
+
+fn write_deny_protection(spec: &SandboxSpec, host: &dyn HostView) -> Result<Protection, PlanError> {
     let mut targets: Vec<(PathBuf, bool)> = Vec::new();
     for root in &spec.writable_roots {
         for (rel, is_dir) in MANDATORY_WRITE_DENY {
@@ -284,31 +328,89 @@ fn write_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host
         }
         targets.extend(worktree_git_dirs(host, root));
     }
-    targets.extend(spec.write_deny.iter().map(|p| (p.clone(), false)));
+    let root = Path::new("/");
+    targets.extend(spec.write_deny.iter().map(|p| (lexical_join(root, p), false)));
+    let mut protection = Protection::default();
     for (path, is_dir) in targets {
-        match resolve(host, &path) {
-            Resolved::Existing { path, .. } => {
-                if is_writable(spec, &path) {
-                    b.push_path("--ro-bind", &[&path, &path]);
-                }
-            }
-            Resolved::Missing { first_missing } => {
-                if !is_writable(spec, &first_missing) || b.created.contains(&first_missing) {
-                    continue;
-                }
-                // An absent deny path is blocked where it would first be
-                // created: `mkdir -p .git/hooks` in a root without `.git`
-                // must not be able to make `.git` either.
-                if is_dir && first_missing == path {
-                    b.push_path("--ro-bind", &[&files.empty_dir, &first_missing]);
-                } else {
-                    b.push_path("--ro-bind", &[&files.empty_file, &first_missing]);
-                }
-                b.created.push(first_missing);
-            }
-            Resolved::Unreachable => {}
+        protect(&mut protection, spec, host, &path, is_dir)?;
+    }
+    let Protection { mut pins, mut masks } = protection;
+    masks.sort_by_key(|m| (m.path().components().count(), m.clone()));
+    masks.dedup_by(|a, b| a.path() == b.path());
+    pins.sort_by_key(|p| (p.components().count(), p.clone()));
+    pins.dedup();
+    // A masked path is pinned by its own mount already.
+    pins.retain(|p| !masks.iter().any(|m| m.path() == p));
+    Ok(Protection { pins, masks })
+}
+
+/// The write-deny masks, last of all mounts so nothing can undo them.
+fn write_deny_masks(b: &mut Builder, files: &PlanFiles, masks: Vec<Mask>) {
+    for mask in masks {
+        match &mask {
+            Mask::ReadOnly(p) => b.push_path("--ro-bind", &[p, p]),
+            Mask::EmptyFile(p) => b.push_path("--ro-bind", &[&files.empty_file, p]),
+            Mask::EmptyDir(p) => b.push_path("--ro-bind", &[&files.empty_dir, p]),
+        }
+        if !matches!(mask, Mask::ReadOnly(_)) {
+            b.created.push(mask.path().to_owned());
         }
     }
+}
+
+/// Walks from the writable root holding `path` down to it, pinning every
+/// directory on the way and masking the first thing that is not one.
+fn protect(
+    protection: &mut Protection,
+    spec: &SandboxSpec,
+    host: &dyn HostView,
+    path: &Path,
+    is_dir: bool,
+) -> Result<(), PlanError> {
+    // Outside every writable root nothing can write it anyway.
+    let Some(root) = spec
+        .writable_roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.components().count())
+    else {
+        return Ok(());
+    };
+    let Ok(relative) = path.strip_prefix(root) else {
+        return Ok(());
+    };
+    let names: Vec<Component> = relative.components().collect();
+    let mut current = root.clone();
+    for (index, name) in names.iter().enumerate() {
+        current.push(name);
+        let last = index + 1 == names.len();
+        match host.entry(&current) {
+            HostEntry::Dir if !last => protection.pins.push(current.clone()),
+            // A file in the middle (a worktree's `.git` file) is masked too:
+            // replaced by a directory, it would open the way below it.
+            HostEntry::Dir | HostEntry::File => {
+                protection.masks.push(Mask::ReadOnly(current));
+                return Ok(());
+            }
+            // A symlink's name can be removed and recreated by the command;
+            // no mount can pin a symlink, so the plan refuses.
+            HostEntry::Symlink(_) => {
+                return Err(PlanError::UnprotectableSymlink { path: current });
+            }
+            // Blocked where it would first be created: `mkdir -p .git/hooks`
+            // in a root without `.git` must not be able to make `.git`.
+            HostEntry::Missing => {
+                let mask = if last && is_dir {
+                    Mask::EmptyDir(current)
+                } else {
+                    Mask::EmptyFile(current)
+                };
+                protection.masks.push(mask);
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// For a root whose `.git` is a file (a worktree), the real git dir's hooks
@@ -330,16 +432,17 @@ fn worktree_git_dirs(host: &dyn HostView, root: &Path) -> Vec<(PathBuf, bool)> {
         .map(|c| lexical_join(&gitdir, Path::new(c.trim())))
         .unwrap_or_else(|| gitdir.clone());
     vec![
+        // The pointer itself: rewritten, it sends git anywhere.
+        (dot_git, false),
         (gitdir.join("config"), false),
+        (gitdir.join("config.worktree"), false),
+        (gitdir.join("commondir"), false),
         (gitdir.join("hooks"), true),
         (common.join("config"), false),
         (common.join("hooks"), true),
     ]
 }
 
-fn is_writable(spec: &SandboxSpec, path: &Path) -> bool {
-    spec.writable_roots.iter().any(|r| path.starts_with(r))
-}
 
 /// Where a host path leads once symlinks in it are followed.
 #[derive(Debug, PartialEq, Eq)]

@@ -33,13 +33,26 @@ pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
     // aliases) the next time anyone uses the repository on the host.
     (".git/hooks", true),
     (".git/config", false),
+    (".git/config.worktree", false),
+    // Points git at another directory's config and hooks.
+    (".git/commondir", false),
+    // Submodules' git dirs, each with its own config and hooks.
+    (".git/modules", true),
     (".gitmodules", false),
+    // Read by git when this directory is someone's HOME.
+    (".gitconfig", false),
     // Shell start-up files run in the user's next shell.
     (".bashrc", false),
     (".bash_profile", false),
     (".zshrc", false),
     (".zprofile", false),
+    (".zshenv", false),
+    (".zlogin", false),
+    (".bash_login", false),
+    (".bash_logout", false),
     (".profile", false),
+    // direnv runs it on `cd`.
+    (".envrc", false),
     // Editor and agent configuration can start programs (tasks, MCP servers, hooks).
     (".mcp.json", false),
     (".vscode", true),

@@ -203,6 +203,7 @@ fn mounts_come_in_the_fixed_order() {
         position(&["--proc", "/proc"]),
         position(&["--tmpfs", "/tmp"]),
         position(&["--bind", "/w", "/w"]),
+        position(&["--bind", "/w/.git", "/w/.git"]),
         position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
         position(&["--ro-bind", "/run/toolgate/empty-dir", "/w/private"]),
         position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),
@@ -306,4 +307,28 @@ fn files_the_caller_cannot_read_need_no_read_mask() {
     assert!(masked(&host));
     host.unreadable.push("/etc/shadow".into());
     assert!(!masked(&host));
+}
+
+#[test]
+fn protected_names_that_are_symlinks_refuse_the_plan() {
+    for (link, target) in [("/w/.git/hooks", "../githooks"), ("/w/.bashrc", "dotfiles/bashrc"), ("/w/.git", "/elsewhere/.git")] {
+        let mut host = Fixture::merged_usr();
+        host.dir("/w").dir("/w/.git").dir("/w/githooks").dir("/w/dotfiles");
+        host.entries.remove(Path::new(link));
+        host.link(link, target);
+        let spec = SandboxSpec::for_root("/w");
+        let err = BwrapPlan::build(&spec, &files(), &stage2_for(&spec), &["true".into()], &host).unwrap_err();
+        assert_eq!(err, PlanError::UnprotectableSymlink { path: link.into() }, "{link}");
+    }
+}
+
+#[test]
+fn a_file_on_the_way_to_a_protected_path_is_masked() {
+    // A worktree's `.git` file, or another run's placeholder.
+    let mut host = Fixture::merged_usr();
+    host.dir("/w").file("/w/.git");
+    let spec = SandboxSpec::for_root("/w");
+    let text = render(&plan(&spec, &host));
+    assert!(text.contains("--ro-bind /w/.git /w/.git\n"), "{text}");
+    assert!(!text.contains("/w/.git/"), "{text}");
 }
