@@ -329,12 +329,19 @@ fn write_deny_protection(spec: &SandboxSpec, host: &dyn HostView) -> Result<Prot
         targets.extend(worktree_git_dirs(host, root));
     }
     let root = Path::new("/");
-    targets.extend(spec.write_deny.iter().map(|p| (lexical_join(root, p), false)));
+    targets.extend(
+        spec.write_deny
+            .iter()
+            .map(|p| (lexical_join(root, p), false)),
+    );
     let mut protection = Protection::default();
     for (path, is_dir) in targets {
         protect(&mut protection, spec, host, &path, is_dir)?;
     }
-    let Protection { mut pins, mut masks } = protection;
+    let Protection {
+        mut pins,
+        mut masks,
+    } = protection;
     masks.sort_by_key(|m| (m.path().components().count(), m.clone()));
     masks.dedup_by(|a, b| a.path() == b.path());
     pins.sort_by_key(|p| (p.components().count(), p.clone()));
@@ -442,7 +449,6 @@ fn worktree_git_dirs(host: &dyn HostView, root: &Path) -> Vec<(PathBuf, bool)> {
         (common.join("hooks"), true),
     ]
 }
-
 
 /// Where a host path leads once symlinks in it are followed.
 #[derive(Debug, PartialEq, Eq)]

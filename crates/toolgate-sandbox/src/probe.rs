@@ -145,12 +145,16 @@ pub fn probe_cached(state_dir: &Path) -> &'static Probe {
     PROBE.get_or_init(|| {
         let file = state_dir.join("probe.json");
         let key = cache_key();
-        let cached = std::fs::read(&file)
-            .ok()
+        let cached = trusted_read(&file)
             .and_then(|bytes| serde_json::from_slice::<CachedProbe>(&bytes).ok())
             .filter(|c| c.key == key);
         match cached {
-            Some(cached) => cached.probe,
+            Some(mut cached) => {
+                // The binary toolgate runs is never taken from the file:
+                // only what the key was computed from.
+                cached.probe.bwrap.path = find_in_path("bwrap");
+                cached.probe
+            }
             None => {
                 let probe = Probe::run(None);
                 probe.store(state_dir);
@@ -158,6 +162,14 @@ pub fn probe_cached(state_dir: &Path) -> &'static Probe {
             }
         }
     })
+}
+
+/// The file's bytes if it belongs to us and nobody else may write it.
+fn trusted_read(path: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let ours = meta.uid() == rustix::process::geteuid().as_raw();
+    (meta.is_file() && ours && meta.mode() & 0o022 == 0).then(|| std::fs::read(path).ok())?
 }
 
 #[derive(Serialize, Deserialize)]

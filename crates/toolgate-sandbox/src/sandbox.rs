@@ -1,11 +1,11 @@
 //! Running one command in the chosen backend.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::plan::{BwrapPlan, PlanError, PlanFiles, RealHost};
 use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
 use crate::runner::{self, ExecOutcome, ExecRequest, ResourceLimits, RunnerError};
-use crate::spec::{NetworkMode, SandboxSpec};
+use crate::spec::{AUDITED_AFTER_RUN, NetworkMode, SandboxSpec};
 use crate::stage2::{Stage2Args, encode_env};
 
 /// Variables a sandboxed command gets from the host by default.
@@ -165,6 +165,8 @@ pub struct SandboxOutcome {
     pub backend: Backend,
     /// `Some` with a warning when the command ran without any sandbox.
     pub unsandboxed: Option<String>,
+    /// What toolgate undid after the run (protected files the command created).
+    pub warnings: Vec<String>,
 }
 
 /// Why a command did not run.
@@ -250,6 +252,7 @@ impl Sandbox {
         if command.argv.is_empty() {
             return Err(SandboxError::EmptyCommand);
         }
+        Self::check_environment(&command)?;
         let mut env = self.environment(spec, &command);
         let tmp = match self.backend {
             Backend::Landlock => Some(tempfile_dir(&self.state_dir)?),
@@ -262,8 +265,12 @@ impl Sandbox {
             env.push(("HOME".into(), tmp.path().into()));
         }
         let tmp_path = tmp.as_ref().map_or(Path::new("/tmp"), TempDir::path);
+        let spec = self.protected_spec(spec)?;
+        let spec = &spec;
+        let mut placeholders = Placeholders::lock(&self.state_dir, &spec.writable_roots)?;
+        let audit = Audit::before(spec);
         let plan = self.launch(spec, &command.argv, tmp_path)?;
-        let _mount_points = MountPointGuard::new(plan.created_mount_points.clone());
+        placeholders.record(&plan.created_mount_points)?;
         let request = match self.backend {
             // The environment reaches stage 2 through a pipe, never an argv.
             Backend::Bwrap | Backend::Landlock => {
@@ -272,12 +279,35 @@ impl Sandbox {
             Backend::None => request(&command, spec, plan.argv, env),
         };
         let outcome = runner::run(request).await?;
+        let warnings = audit.after();
         Ok(SandboxOutcome {
             outcome,
             backend: self.backend,
             unsandboxed: (self.backend == Backend::None)
                 .then(|| "ran WITHOUT a sandbox (backend `none`, for development only)".to_owned()),
+            warnings,
         })
+    }
+
+    /// `spec` with canonical roots and with toolgate's own files read-only
+    /// where they lie inside a writable root: a command that could rewrite
+    /// the cached probe, the mask files or the stage-2 binary would steer the
+    /// next run.
+    fn protected_spec(&self, spec: &SandboxSpec) -> Result<SandboxSpec, SandboxError> {
+        let mut spec = spec.clone();
+        for root in &mut spec.writable_roots {
+            *root = std::fs::canonicalize(&*root)
+                .map_err(|e| SandboxError::Setup(format!("root {}: {e}", root.display())))?;
+        }
+        spec.cwd = std::fs::canonicalize(&spec.cwd)
+            .map_err(|e| SandboxError::Setup(format!("cwd {}: {e}", spec.cwd.display())))?;
+        for own in [&self.state_dir, &self.files.stage2] {
+            let own = std::fs::canonicalize(own).unwrap_or_else(|_| own.clone());
+            if spec.writable_roots.iter().any(|r| own.starts_with(r)) {
+                spec.write_deny.push(own);
+            }
+        }
+        Ok(spec)
     }
 
     /// The command's environment: the defaults and the named host
@@ -318,6 +348,19 @@ impl Sandbox {
             env.insert(name.clone(), value.clone());
         }
         env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    /// Refuses names and values that would smuggle extra variables through
+    /// the `NAME=VALUE\0` encoding.
+    fn check_environment(command: &SandboxCommand) -> Result<(), SandboxError> {
+        for (name, value) in &command.set_env {
+            if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
+                return Err(SandboxError::Setup(format!(
+                    "environment variable {name:?}: names must be non-empty without `=` or NUL, values without NUL"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The argv that would run `argv` confined by `spec` (bubblewrap's, or
@@ -511,55 +554,168 @@ impl Drop for TempDir {
     }
 }
 
-/// Removes the empty files and directories bwrap created on the host as
-/// mount points, once no run of this process uses them any more.
+/// The placeholders bwrap creates on the host as mount points for absent
+/// protected names, removed again once no run uses their root.
 ///
-/// The count matters: unlinking a mount point that another running sandbox
-/// still uses would detach its mask there and let that command create the
-/// protected path after all.
-struct MountPointGuard(Vec<PathBuf>);
-
-fn mount_point_users() -> &'static Mutex<HashMap<PathBuf, usize>> {
-    static USERS: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
-    USERS.get_or_init(|| Mutex::new(HashMap::new()))
+/// Every run holds a shared lock on a lock file per writable root (in the
+/// state dir) for its whole duration and records the placeholders it
+/// creates there. At the end it tries for the exclusive lock: only the last
+/// run in a root gets it, and only then are the recorded placeholders
+/// removed. Removing them earlier would detach the masks of another run
+/// still using them (unlinking a mount point in another mount namespace
+/// detaches that mount) and let its command create the protected name.
+/// The kernel drops the locks of a crashed process, so a later run cleans up
+/// after it.
+struct Placeholders {
+    roots: Vec<(PathBuf, std::fs::File)>,
+    created: Vec<PathBuf>,
 }
 
-impl MountPointGuard {
-    fn new(paths: Vec<PathBuf>) -> Self {
-        if let Ok(mut users) = mount_point_users().lock() {
-            for path in &paths {
-                *users.entry(path.clone()).or_default() += 1;
-            }
+impl Placeholders {
+    /// Takes the shared lock on each root's lock file.
+    fn lock(state_dir: &Path, roots: &[PathBuf]) -> Result<Placeholders, SandboxError> {
+        let dir = state_dir.join("roots");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| SandboxError::Setup(format!("{}: {e}", dir.display())))?;
+        let mut locks = Vec::new();
+        for root in roots {
+            let path = dir.join(format!(
+                "{:016x}.lock",
+                fnv1a(root.as_os_str().as_encoded_bytes())
+            ));
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .read(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))?;
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
+                .map_err(|e| SandboxError::Setup(format!("lock {}: {e}", path.display())))?;
+            locks.push((root.clone(), file));
         }
-        MountPointGuard(paths)
+        Ok(Placeholders {
+            roots: locks,
+            created: Vec::new(),
+        })
+    }
+
+    /// Records the placeholders this run's plan creates.
+    fn record(&mut self, created: &[PathBuf]) -> Result<(), SandboxError> {
+        for path in created {
+            let Some((_, file)) = self.roots.iter_mut().find(|(r, _)| path.starts_with(r)) else {
+                continue;
+            };
+            let mut line = path.as_os_str().as_encoded_bytes().to_vec();
+            line.push(b'\n');
+            // One append per path: atomic between runs sharing the file.
+            file.write_all(&line)
+                .map_err(|e| SandboxError::Setup(format!("recording {}: {e}", path.display())))?;
+        }
+        self.created.extend(created.iter().cloned());
+        Ok(())
     }
 }
 
-impl Drop for MountPointGuard {
+impl Drop for Placeholders {
     fn drop(&mut self) {
-        let Ok(mut users) = mount_point_users().lock() else {
-            return;
-        };
-        // Innermost first, so an empty parent can go after its child.
-        for path in self.0.iter().rev() {
-            let remaining = users.get_mut(path).map(|n| {
-                *n -= 1;
-                *n
-            });
-            if remaining != Some(0) {
+        for (root, file) in &mut self.roots {
+            use rustix::fs::FlockOperation::{NonBlockingLockExclusive, Unlock};
+            // If two runs end together, each may see the other's shared lock;
+            // unlocking and trying again lets the later of them through.
+            if rustix::fs::flock(&*file, NonBlockingLockExclusive).is_err()
+                && (rustix::fs::flock(&*file, Unlock).is_err()
+                    || rustix::fs::flock(&*file, NonBlockingLockExclusive).is_err())
+            {
+                // Another run still uses this root; the last one cleans up.
                 continue;
             }
-            users.remove(path);
-            match std::fs::symlink_metadata(path) {
-                Ok(m) if m.is_file() && m.len() == 0 => {
-                    let _ = std::fs::remove_file(path);
-                }
-                // Only an empty directory: remove_dir refuses anything else.
-                Ok(m) if m.is_dir() => {
-                    let _ = std::fs::remove_dir(path);
-                }
-                _ => {}
+            let mut recorded = Vec::new();
+            if std::io::Seek::rewind(file).is_ok()
+                && std::io::Read::read_to_end(file, &mut recorded).is_ok()
+            {
+                remove_placeholders(root, &recorded);
             }
+            let _ = file.set_len(0);
         }
     }
+}
+
+/// Removes each recorded placeholder that is still an empty file or an
+/// empty directory, resolving paths beneath the root without following a
+/// symlink out of it.
+fn remove_placeholders(root: &Path, recorded: &[u8]) {
+    let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) else {
+        return;
+    };
+    let mut paths: Vec<&[u8]> = recorded
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    // Deepest first, so a placeholder's parent can go after it.
+    paths.sort_by_key(|p| std::cmp::Reverse(p.iter().filter(|b| **b == b'/').count()));
+    for raw in paths {
+        let path = Path::new(std::ffi::OsStr::from_bytes(raw));
+        let Ok(relative) = path.strip_prefix(root) else {
+            continue;
+        };
+        match dir.symlink_metadata(relative) {
+            Ok(m) if m.is_file() && m.len() == 0 => {
+                let _ = dir.remove_file(relative);
+            }
+            // remove_dir refuses anything but an empty directory.
+            Ok(m) if m.is_dir() => {
+                let _ = dir.remove_dir(relative);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The protected names that can only be checked after a run.
+struct Audit {
+    absent: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Audit {
+    fn before(spec: &SandboxSpec) -> Audit {
+        let mut absent = Vec::new();
+        for root in &spec.writable_roots {
+            for name in AUDITED_AFTER_RUN {
+                if std::fs::symlink_metadata(root.join(name)).is_err() {
+                    absent.push((root.clone(), PathBuf::from(name)));
+                }
+            }
+        }
+        Audit { absent }
+    }
+
+    /// Removes what the command created, saying so.
+    fn after(self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (root, name) in self.absent {
+            let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+            else {
+                continue;
+            };
+            if dir.symlink_metadata(&name).is_ok() {
+                let removed = dir
+                    .remove_file(&name)
+                    .or_else(|_| dir.remove_dir_all(&name));
+                warnings.push(match removed {
+                    Ok(()) => format!("removed {} that the command created (it would redirect git on the host)", root.join(&name).display()),
+                    Err(e) => format!("the command created {}, which could not be removed: {e}; delete it before running git there", root.join(&name).display()),
+                });
+            }
+        }
+        warnings
+    }
+}
+
+/// FNV-1a: a stable name for a root's lock file.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -34,8 +34,6 @@ pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
     (".git/hooks", true),
     (".git/config", false),
     (".git/config.worktree", false),
-    // Points git at another directory's config and hooks.
-    (".git/commondir", false),
     // Submodules' git dirs, each with its own config and hooks.
     (".git/modules", true),
     (".gitmodules", false),
@@ -59,6 +57,14 @@ pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
     (".idea", true),
     (".claude", true),
     (".cursor", true),
+];
+
+/// Protected names that cannot be masked while absent, because git treats
+/// any file there (even an empty one) as meaningful: they are checked after
+/// every run instead, and one the command created is removed.
+pub const AUDITED_AFTER_RUN: &[&str] = &[
+    // Points git at another directory's config and hooks.
+    ".git/commondir",
 ];
 
 /// Files on the host a sandboxed command must not read even though the

@@ -311,14 +311,26 @@ fn files_the_caller_cannot_read_need_no_read_mask() {
 
 #[test]
 fn protected_names_that_are_symlinks_refuse_the_plan() {
-    for (link, target) in [("/w/.git/hooks", "../githooks"), ("/w/.bashrc", "dotfiles/bashrc"), ("/w/.git", "/elsewhere/.git")] {
+    for (link, target) in [
+        ("/w/.git/hooks", "../githooks"),
+        ("/w/.bashrc", "dotfiles/bashrc"),
+        ("/w/.git", "/elsewhere/.git"),
+    ] {
         let mut host = Fixture::merged_usr();
-        host.dir("/w").dir("/w/.git").dir("/w/githooks").dir("/w/dotfiles");
+        host.dir("/w")
+            .dir("/w/.git")
+            .dir("/w/githooks")
+            .dir("/w/dotfiles");
         host.entries.remove(Path::new(link));
         host.link(link, target);
         let spec = SandboxSpec::for_root("/w");
-        let err = BwrapPlan::build(&spec, &files(), &stage2_for(&spec), &["true".into()], &host).unwrap_err();
-        assert_eq!(err, PlanError::UnprotectableSymlink { path: link.into() }, "{link}");
+        let err = BwrapPlan::build(&spec, &files(), &stage2_for(&spec), &["true".into()], &host)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            PlanError::UnprotectableSymlink { path: link.into() },
+            "{link}"
+        );
     }
 }
 
