@@ -1,0 +1,200 @@
+//! Attacks on the write-deny masks: renaming what holds them, redirecting
+//! git, racing concurrent runs, and toolgate's own files inside a root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pretty_assertions::assert_eq;
+use toolgate_sandbox::{
+    PlanError, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome, SandboxSpec,
+};
+
+fn sandbox(state: &Path) -> Sandbox {
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
+}
+
+fn repo() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("repo");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "-q"]);
+    git(
+        &root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    );
+    (dir, root)
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    out
+}
+
+async fn sh(sb: &Sandbox, root: &Path, script: &str) -> SandboxOutcome {
+    sb.run(&SandboxSpec::for_root(root), SandboxCommand::shell(script))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_git_dir_cannot_be_renamed_or_replaced() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let config = std::fs::read(root.join(".git/config")).unwrap();
+    for script in [
+        "mv .git .git-old",
+        "rm -rf .git",
+        "mv .git/hooks .git/hooks-old",
+        "mv .git/config .git/config-old",
+    ] {
+        let o = sh(&sb, &root, script).await;
+        assert_ne!(o.outcome.exit_code, 0, "`{script}` succeeded");
+    }
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+    assert!(root.join(".git/hooks").is_dir());
+    assert!(!root.join(".git-old").exists());
+}
+
+#[tokio::test]
+async fn a_commondir_the_command_creates_is_removed_after_the_run() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let o = sh(
+        &sb,
+        &root,
+        "mkdir evil && cp -a .git/. evil/ && echo ../evil > .git/commondir",
+    )
+    .await;
+    assert_eq!(o.outcome.exit_code, 0, "{o:?}");
+    assert!(
+        !root.join(".git/commondir").exists(),
+        "commondir left behind"
+    );
+    assert_eq!(o.warnings.len(), 1, "{o:?}");
+    assert!(o.warnings[0].contains(".git/commondir"), "{:?}", o.warnings);
+    // git on the host still uses the real repository.
+    let out = git(&root, &["rev-parse", "--git-common-dir"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), ".git");
+}
+
+#[tokio::test]
+async fn a_worktree_pointer_cannot_be_rewritten() {
+    let (dir, main) = repo();
+    let worktree = main.parent().unwrap().join("feature");
+    git(
+        &main,
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
+    );
+    let pointer = std::fs::read(worktree.join(".git")).unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    let o = sh(&sb, &worktree, "mkdir evil && echo 'gitdir: ./evil' > .git").await;
+    assert_ne!(o.outcome.exit_code, 0);
+    let o = sh(&sb, &worktree, "rm -f .git").await;
+    assert_ne!(o.outcome.exit_code, 0);
+    assert_eq!(std::fs::read(worktree.join(".git")).unwrap(), pointer);
+}
+
+#[tokio::test]
+async fn a_symlinked_protected_name_refuses_the_run() {
+    let (dir, root) = repo();
+    std::fs::remove_dir_all(root.join(".git/hooks")).unwrap();
+    std::fs::create_dir(root.join("githooks")).unwrap();
+    std::os::unix::fs::symlink("../githooks", root.join(".git/hooks")).unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    let err = sb
+        .run(&SandboxSpec::for_root(&root), SandboxCommand::shell("true"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::Plan(PlanError::UnprotectableSymlink { path }) if path.ends_with(".git/hooks")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_runs_keep_their_masks_and_the_last_one_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&root).unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    // The long run keeps trying to create protected names while short runs
+    // in the same root start and end: their clean-up must not take the
+    // long run's masks away.
+    let attack = sh(
+        &sb,
+        &root,
+        "for i in $(seq 30); do echo evil > .bashrc 2>/dev/null && echo wrote; mkdir -p .git/hooks 2>/dev/null && echo made; sleep 0.1; done",
+    );
+    let short_runs = async {
+        for _ in 0..3 {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let o = sh(&sb, &root, "true").await;
+            assert_eq!(o.outcome.exit_code, 0, "{o:?}");
+        }
+    };
+    let (attack, ()) = tokio::join!(attack, short_runs);
+    assert_eq!(attack.outcome.exit_code, 0);
+    assert_eq!(attack.outcome.stdout, "", "{attack:?}");
+    let left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "placeholders left on the host");
+}
+
+#[tokio::test]
+async fn toolgate_state_inside_a_root_is_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let state = root.join(".local/state/toolgate");
+    let sb = sandbox(&state);
+    let o = sh(&sb, &root, "true").await;
+    assert_eq!(o.outcome.exit_code, 0, "{o:?}");
+    for script in [
+        "echo x > .local/state/toolgate/empty",
+        "touch .local/state/toolgate/empty-dir/x",
+        "echo '{}' > .local/state/toolgate/probe.json",
+        "rm -rf .local/state/toolgate",
+        "mv .local .local-old",
+    ] {
+        let o = sh(&sb, &root, script).await;
+        assert_ne!(o.outcome.exit_code, 0, "`{script}` succeeded");
+    }
+    assert_eq!(std::fs::read(state.join("empty")).unwrap(), b"");
+}
+
+#[tokio::test]
+async fn environment_values_cannot_smuggle_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let sb = sandbox(&root.join("state"));
+    for (name, value) in [("A", "x\0LD_PRELOAD=/evil.so"), ("B=C", "x"), ("", "x")] {
+        let err = sb
+            .run(
+                &SandboxSpec::for_root(&root),
+                SandboxCommand::new(["env"]).set_env(name, value),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("names must be non-empty"), "{err}");
+    }
+}
