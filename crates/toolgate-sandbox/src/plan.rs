@@ -44,6 +44,12 @@ pub trait HostView {
     fn readable(&self, _path: &Path) -> bool {
         true
     }
+    /// Files and directories under the read-only system directories that
+    /// only their owner (or group) may read: as uid 0 the command would pass
+    /// the owner check, so they are masked.
+    fn private_system_paths(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 /// The real filesystem.
@@ -70,6 +76,47 @@ impl HostView for RealHost {
 
     fn readable(&self, path: &Path) -> bool {
         rustix::fs::access(path, rustix::fs::Access::READ_OK).is_ok()
+    }
+
+    fn private_system_paths(&self) -> Vec<PathBuf> {
+        // Only uid 0 can read what others may not; scanned once per process.
+        static PRIVATE: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+        if !rustix::process::geteuid().is_root() {
+            return Vec::new();
+        }
+        PRIVATE
+            .get_or_init(|| {
+                let mut found = Vec::new();
+                for dir in ["/etc", "/opt"] {
+                    scan_private(Path::new(dir), &mut found, 0);
+                }
+                found
+            })
+            .clone()
+    }
+}
+
+/// Collects entries others may not read (files) or enter (directories),
+/// without descending into the latter or following symlinks.
+fn scan_private(dir: &Path, found: &mut Vec<PathBuf>, depth: usize) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if meta.is_dir() {
+            if mode & 0o001 == 0 {
+                found.push(entry.path());
+            } else if depth < 8 {
+                scan_private(&entry.path(), found, depth + 1);
+            }
+        } else if meta.is_file() && mode & 0o004 == 0 {
+            found.push(entry.path());
+        }
     }
 }
 
@@ -270,8 +317,12 @@ fn system_mounts(b: &mut Builder, host: &dyn HostView) {
 }
 
 fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host: &dyn HostView) {
-    let system = SYSTEM_READ_DENY.iter().map(Path::new);
-    for path in system.chain(spec.read_deny.iter().map(PathBuf::as_path)) {
+    let mut paths: Vec<PathBuf> = SYSTEM_READ_DENY.iter().map(PathBuf::from).collect();
+    paths.extend(host.private_system_paths());
+    paths.extend(spec.read_deny.iter().cloned());
+    paths.sort();
+    paths.dedup();
+    for path in &paths {
         if !host.readable(path) {
             continue;
         }

@@ -198,3 +198,30 @@ async fn environment_values_cannot_smuggle_variables() {
         assert!(err.to_string().contains("names must be non-empty"), "{err}");
     }
 }
+
+#[tokio::test]
+async fn files_only_root_may_read_stay_unreadable() {
+    use toolgate_sandbox::HostView;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let sb = sandbox(&root.join("state"));
+    let private = toolgate_sandbox::RealHost.private_system_paths();
+    assert!(
+        !private.is_empty(),
+        "CI runs as root; /etc/shadow at least is private"
+    );
+    for path in private {
+        let script = if path.is_dir() {
+            format!("test -z \"$(ls -A '{}')\"", path.display())
+        } else {
+            format!("test ! -s '{}'", path.display())
+        };
+        let o = sh(&sb, &root, &script).await;
+        assert_eq!(
+            o.outcome.exit_code,
+            0,
+            "{} is readable inside: {o:?}",
+            path.display()
+        );
+    }
+}

@@ -10,6 +10,7 @@ struct Fixture {
     entries: BTreeMap<PathBuf, HostEntry>,
     texts: BTreeMap<PathBuf, String>,
     unreadable: Vec<PathBuf>,
+    private: Vec<PathBuf>,
 }
 
 impl Fixture {
@@ -67,6 +68,10 @@ impl HostView for Fixture {
 
     fn readable(&self, path: &Path) -> bool {
         !self.unreadable.iter().any(|p| p == path)
+    }
+
+    fn private_system_paths(&self) -> Vec<PathBuf> {
+        self.private.clone()
     }
 }
 
@@ -343,4 +348,37 @@ fn a_file_on_the_way_to_a_protected_path_is_masked() {
     let text = render(&plan(&spec, &host));
     assert!(text.contains("--ro-bind /w/.git /w/.git\n"), "{text}");
     assert!(!text.contains("/w/.git/"), "{text}");
+}
+
+#[test]
+fn private_system_files_and_directories_are_masked() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w")
+        .dir("/etc/ssl")
+        .dir("/etc/ssl/private")
+        .file("/opt/app.key");
+    host.private = vec!["/etc/ssl/private".into(), "/opt/app.key".into()];
+    let spec = SandboxSpec::for_root("/w");
+    let text = render(&plan(&spec, &host));
+    assert!(
+        text.contains("--ro-bind /run/toolgate/empty-dir /etc/ssl/private\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--ro-bind /dev/null /opt/app.key\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn this_host_lists_its_private_system_files_when_root() {
+    let private = RealHost.private_system_paths();
+    if rustix::process::geteuid().is_root() {
+        assert!(
+            private.iter().any(|p| p == Path::new("/etc/shadow")),
+            "{private:?}"
+        );
+    } else {
+        assert_eq!(private, Vec::<PathBuf>::new());
+    }
 }
