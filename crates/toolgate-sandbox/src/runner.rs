@@ -2,8 +2,9 @@
 //!
 //! Every command toolgate runs, inside bubblewrap or directly, is spawned by [`run`] or
 //! [`run_streaming`]. The runner
-//! - starts the child in a process group of its own, with exactly the environment of the
-//!   request (nothing inherited) and its resource limits applied before `exec`;
+//! - starts the child in a session (and so a process group) of its own, without a
+//!   controlling terminal, with exactly the environment of the request (nothing
+//!   inherited) and its resource limits applied before `exec`;
 //! - feeds stdin and reads stdout and stderr concurrently, keeping at most
 //!   `max_output_bytes` of each stream and draining the rest so the child never blocks;
 //! - enforces a wall-clock timeout: SIGTERM to the group, SIGKILL after a grace period;
@@ -271,9 +272,11 @@ fn spawn(request: &ExecRequest, pipe_stdin: bool) -> Result<Child, RunnerError> 
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // A group of its own, so one kill(-pgid) reaches every process the command starts.
-        .process_group(0)
         .kill_on_drop(true);
+    // A session of its own (and so a group of its own, whose id is the child's pid): one
+    // kill(-pgid) reaches every process the command starts, and no controlling terminal
+    // is left for TIOCSTI or /dev/tty to inject input into the user's shell.
+    group::lead_new_session(&mut command);
     request.limits.apply_before_exec(&mut command);
     if let Some((fd, target)) = &request.pass_fd {
         pass_descriptor(

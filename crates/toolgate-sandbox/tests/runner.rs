@@ -183,6 +183,28 @@ async fn process_that_left_the_group_does_not_hang_the_run() {
 }
 
 #[tokio::test]
+async fn child_leads_a_session_of_its_own_without_a_terminal() {
+    // /proc/PID/stat: pid (comm) state ppid pgrp session tty_nr ...; comm is "sh".
+    let script = "read -r pid comm state ppid pgrp sid tty rest < /proc/$$/stat; \
+                  echo \"$$ $pid $pgrp $sid $tty\"; \
+                  if (exec 3</dev/tty) 2>/dev/null; then echo tty; else echo no-tty; fi";
+    let outcome = run_ok(sh(script)).await;
+    assert_eq!(outcome.exit_code, 0, "{outcome:?}");
+    let mut lines = outcome.stdout.lines();
+    let ids: Vec<i32> = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|field| field.parse().unwrap())
+        .collect();
+    let pid = ids[0];
+    // Group and session are the command's own: the group kill reaches what it starts,
+    // and with no controlling terminal (tty_nr 0) it cannot inject input into one.
+    assert_eq!(ids, [pid, pid, pid, pid, 0], "{outcome:?}");
+    assert_eq!(lines.next(), Some("no-tty"));
+}
+
+#[tokio::test]
 async fn output_past_the_cap_is_drained_and_discarded() {
     let script =
         "head -c 10485760 /dev/zero | tr '\\0' o; head -c 10485760 /dev/zero | tr '\\0' e >&2";

@@ -489,3 +489,181 @@ async fn the_none_backend_says_so_on_every_result() {
         Some("ran WITHOUT a sandbox (backend `none`, for development only)")
     );
 }
+
+/// Runs `python3 -c` with a helper `t(f)` that gives `ok`, or the errno
+/// name of the OSError `f` raised.
+fn python(body: &str) -> SandboxCommand {
+    let code = format!(
+        "import errno, fcntl, os, socket, termios\n\
+         def t(f):\n    try:\n        f()\n        return 'ok'\n    except OSError as e:\n        return errno.errorcode.get(e.errno, str(e.errno))\n\
+         {body}"
+    );
+    SandboxCommand::new(["python3", "-c", &code])
+}
+
+/// One line: AF_VSOCK, AF_PACKET, AF_INET, AF_NETLINK, AF_UNIX sockets and
+/// an AF_UNIX socketpair.
+const SOCKET_PROBE: &str = "print(\
+     t(lambda: socket.socket(40, socket.SOCK_STREAM).close()), \
+     t(lambda: socket.socket(17, socket.SOCK_DGRAM).close()), \
+     t(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()), \
+     t(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()), \
+     t(lambda: socket.socket(socket.AF_UNIX).close()), \
+     t(lambda: [s.close() for s in socket.socketpair(socket.AF_UNIX)]))";
+
+#[tokio::test]
+async fn socket_families_are_an_allowlist_under_both_backends() {
+    // AF_VSOCK reaches the hypervisor whatever the network namespace, and
+    // AF_PACKET the devices: refused by both backends. IP and netlink only
+    // inside bwrap's empty network namespace; AF_UNIX only when allowed; a
+    // socketpair reaches nothing and always works.
+    let cases = [
+        (BackendChoice::Bwrap, false, "EPERM EPERM ok ok EPERM ok\n"),
+        (BackendChoice::Bwrap, true, "EPERM EPERM ok ok ok ok\n"),
+        (
+            BackendChoice::Landlock,
+            false,
+            "EPERM EPERM EPERM EPERM EPERM ok\n",
+        ),
+        (
+            BackendChoice::Landlock,
+            true,
+            "EPERM EPERM EPERM EPERM ok ok\n",
+        ),
+    ];
+    for (backend, unix, expected) in cases {
+        let w = World::new(backend);
+        let spec = w.spec().allow_unix_sockets(unix);
+        let o = w.run(spec, python(SOCKET_PROBE)).await;
+        ok(&o);
+        assert_eq!(
+            o.outcome.stdout, expected,
+            "{backend:?}, unix sockets {unix}: {o:?}"
+        );
+    }
+}
+
+/// TIOCSTI on stdin, on /dev/tty, and on a pty the probe makes its own
+/// controlling terminal (in a forked child that starts a session), where
+/// the kernel itself would allow it.
+const TIOCSTI_PROBE: &str = "\
+def sti(fd):\n    fcntl.ioctl(fd, termios.TIOCSTI, b'x')\n\
+def own_pty():\n    os.setsid()\n    master, slave = os.openpty()\n    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)\n    sti(slave)\n\
+def in_child(f):\n    r, w = os.pipe()\n    pid = os.fork()\n    if pid == 0:\n        os.write(w, t(f).encode())\n        os._exit(0)\n    os.close(w)\n    os.waitpid(pid, 0)\n    return os.read(r, 100).decode()\n\
+print(t(lambda: sti(0)), t(lambda: sti(os.open('/dev/tty', os.O_RDONLY))), in_child(own_pty))";
+
+#[tokio::test]
+async fn terminal_input_cannot_be_injected() {
+    // Unsandboxed, the probe shows what the kernel alone allows: stdin (a
+    // pipe) is no terminal, there is no controlling terminal (the runner
+    // starts a new session), and on a terminal of its own TIOCSTI works.
+    let none = World::new(BackendChoice::None);
+    let o = none.run(none.spec(), python(TIOCSTI_PROBE).stdin("")).await;
+    ok(&o);
+    assert_eq!(o.outcome.stdout, "ENOTTY ENXIO ok\n", "{o:?}");
+    // Sandboxed, seccomp refuses the request itself, whatever the
+    // descriptor (EPERM where the kernel said ENOTTY); there is still no
+    // controlling terminal (the landlock backend does not even grant
+    // /dev/tty); and Landlock (stage 2 applies it under both backends)
+    // leaves /dev/ptmx read-only, so no pty can be opened.
+    let cases = [
+        (BackendChoice::Bwrap, "EPERM ENXIO EACCES\n"),
+        (BackendChoice::Landlock, "EPERM EACCES EACCES\n"),
+    ];
+    for (backend, expected) in cases {
+        let w = World::new(backend);
+        let o = w.run(w.spec(), python(TIOCSTI_PROBE).stdin("")).await;
+        ok(&o);
+        assert_eq!(o.outcome.stdout, expected, "{backend:?}: {o:?}");
+    }
+}
+
+#[tokio::test]
+async fn landlock_backend_command_leads_its_own_session() {
+    let w = World::new(BackendChoice::Landlock);
+    // /proc/self/stat: pid (comm) state ppid pgrp session tty_nr ...; comm
+    // is "bash". Field 6 is the session, 7 the controlling terminal.
+    let o = w
+        .sh("read -r pid comm state ppid pgrp sid tty rest < /proc/self/stat; echo \"$$ $pid $pgrp $sid $tty\"")
+        .await;
+    ok(&o);
+    let ids: Vec<i64> = o
+        .outcome
+        .stdout
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let pid = ids[0];
+    assert_eq!(ids, [pid, pid, pid, pid, 0], "{o:?}");
+}
+
+/// The kernel's Landlock ABI version (0 without Landlock).
+fn landlock_abi() -> i64 {
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag
+    // (1), landlock_create_ruleset only returns the ABI version.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    abi.max(0)
+}
+
+#[tokio::test]
+async fn landlock_backend_cannot_signal_host_processes() {
+    // Same uid as the command (root) and no PID namespace: only the
+    // Landlock signal scope (ABI 6) keeps it from killing the host's
+    // processes.
+    assert!(
+        landlock_abi() >= 6,
+        "this machine's kernel has Landlock ABI {}",
+        landlock_abi()
+    );
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id();
+    let script = format!("kill -0 {pid} 2>&1; echo \"exit $?\"; kill -TERM {pid} 2>&1");
+    let sandboxed = World::new(BackendChoice::Landlock);
+    let o = sandboxed.sh(&script).await;
+    let alive = sleeper.try_wait().unwrap().is_none();
+    // Unsandboxed the same probe reaches the process: the test means it.
+    let none = World::new(BackendChoice::None);
+    let control = none.sh(&format!("kill -0 {pid}")).await;
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(alive, "the sandboxed command killed a host process: {o:?}");
+    assert!(
+        o.outcome.stdout.starts_with(&format!(
+            "bash: line 1: kill: ({pid}) - Operation not permitted\nexit 1\n"
+        )),
+        "{o:?}"
+    );
+    assert_ne!(o.outcome.exit_code, 0, "{o:?}");
+    ok(&control);
+}
+
+#[tokio::test]
+async fn landlock_backend_cannot_reach_host_abstract_unix_sockets() {
+    // Abstract sockets have no path for the filesystem rules to deny, and
+    // without a network namespace the host's are in reach (X11, session
+    // buses): only the Landlock scope (ABI 6) stops a connect.
+    use std::os::linux::net::SocketAddrExt;
+    assert!(landlock_abi() >= 6, "Landlock ABI {}", landlock_abi());
+    let name = format!("toolgate-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let probe =
+        format!("s = socket.socket(socket.AF_UNIX)\nprint(t(lambda: s.connect('\\0{name}')))");
+    let none = World::new(BackendChoice::None);
+    let o = none.run(none.spec(), python(&probe)).await;
+    assert_eq!(o.outcome.stdout, "ok\n", "control: {o:?}");
+    let w = World::new(BackendChoice::Landlock);
+    let spec = w.spec().allow_unix_sockets(true);
+    let o = w.run(spec, python(&probe)).await;
+    assert_eq!(o.outcome.stdout, "EPERM\n", "{o:?}");
+}

@@ -1,12 +1,36 @@
 //! The process group of one run, and the guard that kills it.
 //!
-//! The command is its group's leader (`process_group(0)`), so the group id is its pid.
+//! The command leads a new session (`setsid()` before `exec`), hence also a new group
+//! whose id is its pid.
 //! That id cannot be reused while any member, or the unreaped leader, exists; the runner
 //! signals the group before reaping the leader where it can (timeout, cancellation) and
 //! right after reaping it otherwise, where the id is still held by any member left.
 
 use rustix::process::{Pid, Signal};
-use tokio::process::Child;
+use tokio::process::{Child, Command};
+
+/// Makes the child call `setsid()` between `fork` and `exec`.
+///
+/// A new session has no controlling terminal. The child of a toolgate started from a
+/// terminal would otherwise share it, and could push keystrokes into it with `TIOCSTI`
+/// (or write to `/dev/tty`) that the user's shell runs once toolgate exits, outside any
+/// sandbox. `setsid` also makes the child its group's leader, which the group kill relies
+/// on; `process_group(0)` must not be set as well, since `setsid` fails for a process
+/// that already leads a group.
+///
+/// This pre_exec hook means std forks instead of using posix_spawn: a little slower,
+/// accepted for the terminal isolation.
+pub(super) fn lead_new_session(command: &mut Command) {
+    // SAFETY: the closure runs in the forked child before `exec`, where only
+    // async-signal-safe work is allowed. It makes one raw `setsid` syscall and turns a
+    // failure into an `io::Error` from the raw errno, which does not allocate.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::setsid()?;
+            Ok(())
+        });
+    }
+}
 
 /// Kills the whole group with SIGKILL when dropped, unless released.
 ///

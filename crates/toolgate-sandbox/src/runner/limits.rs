@@ -48,8 +48,7 @@ impl ResourceLimits {
     /// hold from the first instruction of the command and for everything it starts.
     pub(super) fn apply_before_exec(&self, command: &mut Command) {
         let plan = self.plan();
-        // Without limits there is no pre_exec hook, which lets std use the faster
-        // posix_spawn.
+        // Without limits there is nothing to do in the child.
         if plan.iter().all(Option::is_none) {
             return;
         }

@@ -77,8 +77,51 @@ fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, 
         .map_err(|e| Stage2Error::Setup(format!("seccomp: {e}")))
 }
 
+/// A condition on the low 32 bits of an argument: for arguments the kernel
+/// reads as a 32-bit `int` or `unsigned int` (a socket family, an ioctl
+/// request). Comparing all 64 bits would let `TIOCSTI | 1 << 32` past an
+/// equality rule while the kernel still sees TIOCSTI.
+fn condition32(arg: u8, op: SeccompCmpOp, value: u32) -> Result<SeccompCondition, Stage2Error> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, u64::from(value))
+        .map_err(|e| Stage2Error::Setup(format!("seccomp: {e}")))
+}
+
 fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, Stage2Error> {
     SeccompRule::new(conditions).map_err(|e| Stage2Error::Setup(format!("seccomp: {e}")))
+}
+
+/// `ioctl` requests refused, each with the attack it stops.
+const DENIED_IOCTLS: &[(u32, &str)] = &[
+    // Pushes bytes into a terminal's input queue: a command that shares the
+    // user's terminal types commands into the user's shell, which runs them
+    // unsandboxed once toolgate exits.
+    (libc::TIOCSTI as u32, "TIOCSTI"),
+    // The console's TIOCL_PASTESEL pastes the selection as input: the same
+    // injection on a virtual console.
+    (libc::TIOCLINUX as u32, "TIOCLINUX"),
+];
+
+/// The only families `socket()` may create; every other one is refused.
+///
+/// An allowlist, because a denylist misses families: AF_VSOCK reaches the
+/// hypervisor's services whatever the network namespace, AF_PACKET and
+/// AF_BLUETOOTH reach devices, AF_ALG and others are kernel attack surface
+/// no build or test needs.
+fn allowed_socket_families(args: &Stage2Args) -> Vec<libc::c_int> {
+    let mut families = Vec::new();
+    if args.allow_unix_sockets {
+        // Otherwise refused: a unix socket reaches host daemons (docker.sock,
+        // the session bus, toolgate's own proxy) through any bound path.
+        families.push(libc::AF_UNIX);
+    }
+    if args.network == NetworkMode::Host || args.in_network_namespace {
+        // IP is harmless inside an empty network namespace and wanted with
+        // `host`; without a namespace and with `none` (landlock backend),
+        // refusing it is what makes `none` mean none. glibc's getifaddrs
+        // needs netlink.
+        families.extend([libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK]);
+    }
+    families
 }
 
 /// The programs to install: one refusing with EPERM, one answering
@@ -98,29 +141,37 @@ pub fn seccomp_filters(args: &Stage2Args) -> Result<Vec<BpfProgram>, Stage2Error
         )?])?);
     }
     rules.insert(libc::SYS_clone, clone_rules);
-    let mut families = Vec::new();
-    if !args.allow_unix_sockets {
-        // A unix socket reaches host daemons (docker.sock, the session bus,
-        // toolgate's own proxy) through any bound path.
-        families.push(libc::AF_UNIX);
+
+    // One rule whose conditions are ANDed: the family is none of the
+    // allowed ones. No allowed family: every socket() is refused.
+    let not_allowed = allowed_socket_families(args)
+        .into_iter()
+        .map(|family| condition32(0, SeccompCmpOp::Ne, family as u32))
+        .collect::<Result<Vec<_>, _>>()?;
+    let socket_rules = if not_allowed.is_empty() {
+        Vec::new()
+    } else {
+        vec![rule(not_allowed)?]
+    };
+    rules.insert(libc::SYS_socket, socket_rules);
+    // A connected pair reaches nothing outside the process tree, but only
+    // for AF_UNIX; the other families that support it (AF_TIPC) are kernel
+    // attack surface.
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![condition32(
+            0,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u32,
+        )?])?],
+    );
+
+    let mut ioctl_rules = Vec::new();
+    for (request, _name) in DENIED_IOCTLS {
+        ioctl_rules.push(rule(vec![condition32(1, SeccompCmpOp::Eq, *request)?])?);
     }
-    if args.network == NetworkMode::None && !args.in_network_namespace {
-        // Without a network namespace, refusing IP sockets is what makes
-        // `none` mean none.
-        families.extend([
-            libc::AF_INET,
-            libc::AF_INET6,
-            libc::AF_NETLINK,
-            libc::AF_PACKET,
-        ]);
-    }
-    if !families.is_empty() {
-        let mut socket_rules = Vec::new();
-        for family in families {
-            socket_rules.push(rule(vec![condition(0, SeccompCmpOp::Eq, family as u64)?])?);
-        }
-        rules.insert(libc::SYS_socket, socket_rules);
-    }
+    rules.insert(libc::SYS_ioctl, ioctl_rules);
+
     let eperm = compile(rules, libc::EPERM)?;
     let clone3 = compile(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
@@ -140,4 +191,184 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
     filter
         .try_into()
         .map_err(|e| Stage2Error::Setup(format!("seccomp: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn args(network: NetworkMode, in_netns: bool, unix: bool) -> Stage2Args {
+        Stage2Args {
+            network,
+            in_network_namespace: in_netns,
+            allow_unix_sockets: unix,
+            ..Stage2Args::default()
+        }
+    }
+
+    #[test]
+    fn socket_families_are_an_allowlist() {
+        use libc::{AF_INET, AF_INET6, AF_NETLINK, AF_UNIX};
+        let cases = [
+            // landlock backend, network none: nothing at all.
+            (args(NetworkMode::None, false, false), vec![]),
+            (args(NetworkMode::None, false, true), vec![AF_UNIX]),
+            // bwrap, network none: IP inside the empty namespace.
+            (
+                args(NetworkMode::None, true, false),
+                vec![AF_INET, AF_INET6, AF_NETLINK],
+            ),
+            (
+                args(NetworkMode::Host, false, true),
+                vec![AF_UNIX, AF_INET, AF_INET6, AF_NETLINK],
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(allowed_socket_families(&args), expected, "{args:?}");
+        }
+    }
+
+    /// The errno of `-1` results, 0 for success (the descriptors are closed).
+    fn errno_of(ret: libc::c_long, fds: &[libc::c_int]) -> i32 {
+        if ret < 0 {
+            return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        }
+        for fd in fds.iter().copied().filter(|fd| *fd >= 0) {
+            // SAFETY: a descriptor this test just created and nothing else uses.
+            unsafe { libc::close(fd) };
+        }
+        0
+    }
+
+    fn socket(family: u64) -> i32 {
+        // SAFETY: socket(2) takes plain integers; the raw syscall lets the
+        // family carry high bits, as an attacker's would.
+        let fd = unsafe { libc::syscall(libc::SYS_socket, family, libc::SOCK_STREAM, 0) };
+        errno_of(fd, &[fd as libc::c_int])
+    }
+
+    fn socketpair(family: libc::c_int) -> i32 {
+        let mut fds = [-1; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair writes.
+        let ret = unsafe { libc::socketpair(family, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        errno_of(libc::c_long::from(ret), &fds)
+    }
+
+    /// `ioctl(-1, high_bits | request)`.
+    fn ioctl(request: u32, high_bits: u64) -> i32 {
+        let byte = b'x';
+        // SAFETY: the request reads at most one byte from `byte`, which
+        // outlives the call; the raw syscall lets the request carry high
+        // bits, as an attacker's would.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_ioctl,
+                -1,
+                high_bits | u64::from(request),
+                &byte as *const u8,
+            )
+        };
+        errno_of(ret, &[])
+    }
+
+    /// Installs the filters on a fresh thread (seccomp and no_new_privs are
+    /// per thread, so the test process stays unfiltered) and runs `probe`
+    /// there.
+    fn under_filters<T, F>(args: Stage2Args, probe: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        std::thread::spawn(move || {
+            for program in seccomp_filters(&args).unwrap() {
+                seccompiler::apply_filter(&program).unwrap();
+            }
+            probe()
+        })
+        .join()
+        .unwrap()
+    }
+
+    const HIGH: u64 = 1 << 32;
+
+    #[test]
+    fn landlock_backend_without_network_refuses_every_socket_family() {
+        let got = under_filters(args(NetworkMode::None, false, false), || {
+            [
+                libc::AF_UNIX,
+                libc::AF_INET,
+                libc::AF_INET6,
+                libc::AF_NETLINK,
+                libc::AF_PACKET,
+                libc::AF_VSOCK,
+                libc::AF_BLUETOOTH,
+                libc::AF_ALG,
+            ]
+            .map(|family| socket(family as u64))
+        });
+        assert_eq!(got, [libc::EPERM; 8]);
+    }
+
+    #[test]
+    fn allowed_families_work_and_the_rest_stay_refused_also_with_high_bits() {
+        let got = under_filters(args(NetworkMode::None, true, true), || {
+            [
+                socket(libc::AF_UNIX as u64),
+                socket(libc::AF_INET as u64),
+                socket(libc::AF_INET6 as u64),
+                // The kernel reads the family as an int: high bits must
+                // not smuggle a refused family past the filter.
+                socket(HIGH | libc::AF_VSOCK as u64),
+                socket(libc::AF_VSOCK as u64),
+                socket(libc::AF_PACKET as u64),
+                socketpair(libc::AF_UNIX),
+                socketpair(libc::AF_INET),
+                socketpair(libc::AF_TIPC),
+            ]
+        });
+        assert_eq!(
+            got,
+            [
+                0,
+                0,
+                0,
+                libc::EPERM,
+                libc::EPERM,
+                libc::EPERM,
+                0,
+                libc::EPERM,
+                libc::EPERM
+            ]
+        );
+    }
+
+    #[test]
+    fn socketpair_of_unix_sockets_works_even_when_unix_sockets_are_refused() {
+        let got = under_filters(args(NetworkMode::None, false, false), || {
+            (socket(libc::AF_UNIX as u64), socketpair(libc::AF_UNIX))
+        });
+        assert_eq!(got, (libc::EPERM, 0));
+    }
+
+    #[test]
+    fn terminal_injection_ioctls_are_refused_before_the_descriptor_is_looked_at() {
+        let (sti, linux, winsz) = (
+            libc::TIOCSTI as u32,
+            libc::TIOCLINUX as u32,
+            libc::TIOCGWINSZ as u32,
+        );
+        // Unfiltered, a bad descriptor gives EBADF: EPERM below is seccomp.
+        assert_eq!([ioctl(sti, 0), ioctl(winsz, 0)], [libc::EBADF; 2]);
+        let got = under_filters(args(NetworkMode::Host, false, true), move || {
+            [
+                ioctl(sti, 0),
+                ioctl(linux, 0),
+                // The kernel reads the request as 32 bits.
+                ioctl(sti, HIGH),
+                ioctl(winsz, 0),
+            ]
+        });
+        assert_eq!(got, [libc::EPERM, libc::EPERM, libc::EPERM, libc::EBADF]);
+    }
 }

@@ -1,9 +1,10 @@
 //! Landlock: the filesystem (and, for network `none`, TCP) rules applied to
-//! the command where the kernel supports them.
+//! the command where the kernel supports them, and the scopes (ABI 6) that
+//! keep its signals and abstract unix sockets inside the sandbox.
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
 use super::{Stage2Args, Stage2Error};
@@ -23,6 +24,16 @@ pub(super) fn restrict(args: &Stage2Args) -> Result<(), Stage2Error> {
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_TARGET))
+        .map_err(|e| setup(&e))?
+        // Signals only to processes of this Landlock domain: with the
+        // landlock backend the command runs as the caller's uid (often
+        // root) beside the host's processes, and would otherwise kill or
+        // stop any of them, toolgate itself included. Abstract unix sockets
+        // only to listeners of this domain: they have no path for the
+        // filesystem rules to deny, so a command could otherwise reach
+        // host daemons listening on one (X11, some session buses, container
+        // shims). Kernels before ABI 6 lack both (best effort).
+        .scope(Scope::from_all(ABI_TARGET))
         .map_err(|e| setup(&e))?;
     if args.network == NetworkMode::None {
         // Handled with no rule that allows anything: no TCP bind or connect.
