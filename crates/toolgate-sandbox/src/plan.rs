@@ -88,7 +88,7 @@ impl HostView for RealHost {
             .get_or_init(|| {
                 let mut found = Vec::new();
                 for dir in ["/etc", "/opt"] {
-                    scan_private(Path::new(dir), &mut found, 0);
+                    scan_private(Path::new(dir), &mut found);
                 }
                 found
             })
@@ -97,8 +97,10 @@ impl HostView for RealHost {
 }
 
 /// Collects entries others may not read (files) or enter (directories),
-/// without descending into the latter or following symlinks.
-fn scan_private(dir: &Path, found: &mut Vec<PathBuf>, depth: usize) {
+/// without descending into the latter or following symlinks (entry
+/// metadata does not follow them). /usr is not scanned: it is large, and
+/// what it holds is meant to be read.
+fn scan_private(dir: &Path, found: &mut Vec<PathBuf>) {
     use std::os::unix::fs::PermissionsExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -111,8 +113,8 @@ fn scan_private(dir: &Path, found: &mut Vec<PathBuf>, depth: usize) {
         if meta.is_dir() {
             if mode & 0o001 == 0 {
                 found.push(entry.path());
-            } else if depth < 8 {
-                scan_private(&entry.path(), found, depth + 1);
+            } else {
+                scan_private(&entry.path(), found);
             }
         } else if meta.is_file() && mode & 0o004 == 0 {
             found.push(entry.path());
@@ -222,16 +224,17 @@ impl BwrapPlan {
         for root in &spec.writable_roots {
             b.push_path("--bind", &[root, root]);
         }
+        let protection = write_deny_protection(spec, host)?;
+        // Pins before any mask: binding a directory later would hide the
+        // masks already mounted below it (and would make a read-only path
+        // on the way writable again).
+        for pin in &protection.pins {
+            b.push_path("--bind", &[pin, pin]);
+        }
         for path in &spec.read_only_paths {
             if host.entry(path) != HostEntry::Missing {
                 b.push_path("--ro-bind", &[path, path]);
             }
-        }
-        let protection = write_deny_protection(spec, host)?;
-        // Pins before any mask: binding a directory later would hide the
-        // masks already mounted below it.
-        for pin in &protection.pins {
-            b.push_path("--bind", &[pin, pin]);
         }
         read_deny_masks(&mut b, spec, files, host);
         write_deny_masks(&mut b, files, protection.masks);

@@ -268,7 +268,7 @@ impl Sandbox {
         let spec = self.protected_spec(spec)?;
         let spec = &spec;
         let mut placeholders = Placeholders::lock(&self.state_dir, &spec.writable_roots)?;
-        let audit = Audit::before(spec);
+        let audit = Audit::before(spec)?;
         let plan = self.launch(spec, &command.argv, tmp_path)?;
         placeholders.record(&plan.created_mount_points)?;
         let request = match self.backend {
@@ -301,6 +301,31 @@ impl Sandbox {
         }
         spec.cwd = std::fs::canonicalize(&spec.cwd)
             .map_err(|e| SandboxError::Setup(format!("cwd {}: {e}", spec.cwd.display())))?;
+        // A root holding the user's home would expose every dotfile and
+        // config directory that programs on the host run (~/.ssh/config,
+        // ~/.config/git, autostart entries): far more than the masks cover.
+        let home = self
+            .host_env
+            .get("HOME")
+            .and_then(|h| std::fs::canonicalize(h).ok());
+        if let Some(home) = home
+            && let Some(root) = spec.writable_roots.iter().find(|r| home.starts_with(r))
+        {
+            return Err(SandboxError::Setup(format!(
+                "writable root {} contains the home directory {}; use a narrower root (a project directory)",
+                root.display(),
+                home.display()
+            )));
+        }
+        let state =
+            std::fs::canonicalize(&self.state_dir).unwrap_or_else(|_| self.state_dir.clone());
+        if let Some(root) = spec.writable_roots.iter().find(|r| r.starts_with(&state)) {
+            return Err(SandboxError::Setup(format!(
+                "writable root {} lies inside toolgate's state directory {}",
+                root.display(),
+                state.display()
+            )));
+        }
         for own in [&self.state_dir, &self.files.stage2] {
             let own = std::fs::canonicalize(own).unwrap_or_else(|_| own.clone());
             if spec.writable_roots.iter().any(|r| own.starts_with(r)) {
@@ -367,7 +392,8 @@ impl Sandbox {
     /// stage 2's for the landlock backend), for display: it holds paths and
     /// flags only, never an environment value.
     pub fn plan(&self, spec: &SandboxSpec, argv: &[OsString]) -> Result<BwrapPlan, SandboxError> {
-        self.launch(spec, argv, &self.state_dir.join("tmp-RUN"))
+        let spec = self.protected_spec(spec)?;
+        self.launch(&spec, argv, &self.state_dir.join("tmp-RUN"))
     }
 
     /// The argv for this backend; `tmp` is the private temp dir of a
@@ -602,7 +628,15 @@ impl Placeholders {
     /// Records the placeholders this run's plan creates.
     fn record(&mut self, created: &[PathBuf]) -> Result<(), SandboxError> {
         for path in created {
-            let Some((_, file)) = self.roots.iter_mut().find(|(r, _)| path.starts_with(r)) else {
+            // The deepest root, as the plan chose it: a placeholder must be
+            // recorded (and later removed) under the root whose lock every
+            // run that uses it holds.
+            let Some((_, file)) = self
+                .roots
+                .iter_mut()
+                .filter(|(r, _)| path.starts_with(r))
+                .max_by_key(|(r, _)| r.components().count())
+            else {
                 continue;
             };
             let mut line = path.as_os_str().as_encoded_bytes().to_vec();
@@ -673,39 +707,56 @@ fn remove_placeholders(root: &Path, recorded: &[u8]) {
     }
 }
 
-/// The protected names that can only be checked after a run.
+/// The protected names that can only be checked after a run. A main
+/// repository (`.git` a directory) never holds them legitimately, so they
+/// are refused before and removed after every run, whichever run made them.
 struct Audit {
-    absent: Vec<(PathBuf, PathBuf)>,
+    watched: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Audit {
-    fn before(spec: &SandboxSpec) -> Audit {
-        let mut absent = Vec::new();
+    fn before(spec: &SandboxSpec) -> Result<Audit, SandboxError> {
+        let mut watched = Vec::new();
         for root in &spec.writable_roots {
+            if !root.join(".git").is_dir() {
+                continue;
+            }
             for name in AUDITED_AFTER_RUN {
-                if std::fs::symlink_metadata(root.join(name)).is_err() {
-                    absent.push((root.clone(), PathBuf::from(name)));
+                let path = root.join(name);
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    return Err(SandboxError::Setup(format!(
+                        "{} exists; it redirects git on the host to another directory's config and hooks. Inspect and remove it before running commands here",
+                        path.display()
+                    )));
                 }
+                watched.push((root.clone(), PathBuf::from(name)));
             }
         }
-        Audit { absent }
+        Ok(Audit { watched })
     }
 
-    /// Removes what the command created, saying so.
+    /// Removes what a command created, saying so.
     fn after(self) -> Vec<String> {
         let mut warnings = Vec::new();
-        for (root, name) in self.absent {
+        for (root, name) in self.watched {
             let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority())
             else {
                 continue;
             };
             if dir.symlink_metadata(&name).is_ok() {
+                let path = root.join(&name);
                 let removed = dir
                     .remove_file(&name)
                     .or_else(|_| dir.remove_dir_all(&name));
                 warnings.push(match removed {
-                    Ok(()) => format!("removed {} that the command created (it would redirect git on the host)", root.join(&name).display()),
-                    Err(e) => format!("the command created {}, which could not be removed: {e}; delete it before running git there", root.join(&name).display()),
+                    Ok(()) => format!(
+                        "removed {} that a command created (it would redirect git on the host)",
+                        path.display()
+                    ),
+                    Err(e) => format!(
+                        "a command created {}, which could not be removed: {e}; delete it before running git there",
+                        path.display()
+                    ),
                 });
             }
         }

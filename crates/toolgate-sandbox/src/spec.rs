@@ -34,6 +34,12 @@ pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
     (".git/hooks", true),
     (".git/config", false),
     (".git/config.worktree", false),
+    // Linked worktrees' git dirs: their commondir and config steer git there.
+    (".git/worktrees", true),
+    // With a valid HEAD next to `objects/` and `refs/`, git on the host
+    // would take the root itself for a bare repository and obey a `config`
+    // the command wrote there.
+    ("HEAD", false),
     // Submodules' git dirs, each with its own config and hooks.
     (".git/modules", true),
     (".gitmodules", false),

@@ -225,3 +225,116 @@ async fn files_only_root_may_read_stay_unreadable() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_root_cannot_be_turned_into_a_bare_repository() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let o = sh(
+        &sb,
+        &root,
+        "mkdir -p objects refs && printf '[core]\\n\\tfsmonitor = evil\\n' > config && echo 'ref: refs/heads/master' > HEAD",
+    )
+    .await;
+    assert_ne!(o.outcome.exit_code, 0, "{o:?}");
+    assert!(
+        !root.join("HEAD").exists(),
+        "HEAD placeholder or file left behind"
+    );
+}
+
+#[tokio::test]
+async fn linked_worktrees_of_a_repository_cannot_be_redirected() {
+    let (dir, main) = repo();
+    let worktree = main.parent().unwrap().join("wt");
+    git(
+        &main,
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
+    );
+    let sb = sandbox(&dir.path().join("state"));
+    let commondir = main.join(".git/worktrees/wt/commondir");
+    let before = std::fs::read(&commondir).unwrap();
+    let o = sh(&sb, &main, "echo /tmp/evil > .git/worktrees/wt/commondir").await;
+    assert_ne!(o.outcome.exit_code, 0);
+    assert_eq!(std::fs::read(&commondir).unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_repository_with_a_commondir_is_refused() {
+    let (dir, root) = repo();
+    std::fs::write(root.join(".git/commondir"), "../elsewhere\n").unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    let err = sb
+        .run(&SandboxSpec::for_root(&root), SandboxCommand::shell("true"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(".git/commondir exists"), "{err}");
+}
+
+#[tokio::test]
+async fn nested_roots_share_placeholders_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let outer = std::fs::canonicalize(dir.path()).unwrap().join("outer");
+    let inner = outer.join("sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    // A run over both roots creates the inner placeholders; an inner run
+    // starts while it lives and keeps trying after it has ended.
+    let both = async {
+        let spec = SandboxSpec::for_root(&outer).writable_root(&inner);
+        sb.run(&spec, SandboxCommand::shell("sleep 1"))
+            .await
+            .unwrap()
+    };
+    let attack = async {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        sh(
+            &sb,
+            &inner,
+            "for i in $(seq 25); do echo evil > .bashrc 2>/dev/null && echo wrote; sleep 0.1; done",
+        )
+        .await
+    };
+    let (attack, both) = tokio::join!(attack, both);
+    assert_eq!(both.outcome.exit_code, 0, "{both:?}");
+    assert_eq!(attack.outcome.stdout, "", "{attack:?}");
+    assert!(!inner.join(".bashrc").exists());
+}
+
+#[tokio::test]
+async fn roots_holding_home_or_inside_the_state_dir_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(base.join("users/ann")).unwrap();
+    let sb = sandbox(&base.join("state")).with_host_env(
+        [(
+            "HOME".to_owned(),
+            base.join("users/ann").display().to_string(),
+        )]
+        .into(),
+    );
+    let err = sb
+        .run(
+            &SandboxSpec::for_root(base.join("users")),
+            SandboxCommand::shell("true"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("contains the home directory"),
+        "{err}"
+    );
+    std::fs::create_dir_all(base.join("state/inner")).unwrap();
+    let err = sb
+        .run(
+            &SandboxSpec::for_root(base.join("state/inner")),
+            SandboxCommand::shell("true"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("inside toolgate's state directory"),
+        "{err}"
+    );
+}

@@ -68,6 +68,9 @@ pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<Exi
     if let Some(warning) = &result.unsandboxed {
         eprintln!("toolgate: {warning}");
     }
+    for warning in &result.warnings {
+        eprintln!("toolgate: {warning}");
+    }
     std::io::stdout().write_all(result.outcome.stdout.as_bytes())?;
     std::io::stderr().write_all(result.outcome.stderr.as_bytes())?;
     if result.outcome.timed_out {
