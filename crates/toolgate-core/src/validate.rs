@@ -208,6 +208,15 @@ impl InputValidator {
             };
             *value = coerced;
         }
+        // JSON Schema counts 10.0 as an integer; hand it to the tool as 10 so
+        // that typed deserialisation (u64, i64) accepts it.
+        if let Some(types) = self.declared_types(schema, depth)
+            && types.contains(&"integer")
+            && !types.contains(&"number")
+            && let Some(whole) = as_whole_number(value)
+        {
+            *value = whole;
+        }
         let schema = self.branch_for(schema, value, depth);
         match value {
             Value::Object(map) => self.repair_object(map, schema, pointer, mode, depth),
@@ -229,9 +238,11 @@ impl InputValidator {
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        // `null` on an optional field means "not given", in both modes.
-        map.retain(|k, v| !v.is_null() || required.contains(&k.as_str()));
         let properties = schema.get("properties").and_then(Value::as_object);
+        // `null` on a declared optional field means "not given", in both
+        // modes; on an unknown field it stays, for the schema to judge.
+        let declared = |k: &str| properties.is_some_and(|p| p.contains_key(k));
+        map.retain(|k, v| !v.is_null() || required.contains(&k.as_str()) || !declared(k));
         let additional = schema.get("additionalProperties").filter(|a| a.is_object());
         for (key, item) in map.iter_mut() {
             let Some(sub) = properties.and_then(|p| p.get(key)).or(additional) else {
@@ -269,6 +280,26 @@ impl InputValidator {
             result?;
         }
         Ok(())
+    }
+}
+
+/// A float with no fractional part, as an integer `Value`, when it fits.
+fn as_whole_number(value: &Value) -> Option<Value> {
+    let n = value.as_number()?;
+    if n.is_i64() || n.is_u64() {
+        return None;
+    }
+    let f = n.as_f64()?;
+    if f.fract() != 0.0 {
+        return None;
+    }
+    // The casts are exact: `f` is whole and checked to be in range first.
+    if f >= -(2f64.powi(63)) && f < 2f64.powi(63) {
+        Some(Value::from(f as i64))
+    } else if f >= 0.0 && f < 2f64.powi(64) {
+        Some(Value::from(f as u64))
+    } else {
+        None
     }
 }
 

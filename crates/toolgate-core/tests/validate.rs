@@ -236,6 +236,22 @@ fn cases() -> Vec<Case> {
             Err("invalid arguments at /list/1: expected integer"),
             Err("invalid arguments at /list: expected array"),
         ),
+        // Whole floats reach integer fields as integers; unknown nulls are judged.
+        (
+            json!({"req": 10.0}),
+            Ok(json!({"req": 10})),
+            Ok(json!({"req": 10})),
+        ),
+        (
+            json!({"req": "1e1"}),
+            Ok(json!({"req": 10})),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
+            json!({"req": 1, "surprise": null}),
+            Err("invalid arguments: unknown field `surprise`"),
+            Err("invalid arguments: unknown field `surprise`"),
+        ),
         // Other keywords are reported with what they expect.
         (
             json!({"req": 1, "limit": -1}),

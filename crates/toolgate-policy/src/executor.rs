@@ -575,7 +575,12 @@ impl Executor {
         args: &Value,
         ctx: &CallContext,
     ) -> Result<(StageOutcome, String), CallError> {
-        let paths = strings_at(args, &spec.path_args);
+        let paths = strings_at(args, &spec.path_args, "a path string").map_err(|reason| {
+            CallError::Denied {
+                stage: Stage::Paths,
+                reason,
+            }
+        })?;
         if paths.is_empty() {
             return Ok((StageOutcome::Skip, "no path arguments".to_owned()));
         }
@@ -608,7 +613,13 @@ impl Executor {
         spec: &ToolSpec,
         args: &Value,
     ) -> Result<(StageOutcome, String), CallError> {
-        let scripts = strings_at(args, &spec.command_args);
+        let scripts =
+            strings_at(args, &spec.command_args, "a shell script string").map_err(|reason| {
+                CallError::Denied {
+                    stage: Stage::Commands,
+                    reason,
+                }
+            })?;
         if scripts.is_empty() {
             return Ok((StageOutcome::Skip, "no shell scripts".to_owned()));
         }
@@ -762,17 +773,30 @@ impl Trace<'_> {
     }
 }
 
-/// The string values at `pointers`; an array contributes its strings.
-fn strings_at<'v>(args: &'v Value, pointers: &[String]) -> Vec<&'v str> {
+/// The string values at `pointers`; an array contributes its strings. Any
+/// other value at a declared pointer is refused: a path hidden in an object
+/// or a nested array would otherwise reach the tool unchecked (tools with an
+/// external schema get their arguments unvalidated).
+fn strings_at<'v>(
+    args: &'v Value,
+    pointers: &[String],
+    what: &str,
+) -> Result<Vec<&'v str>, String> {
     let mut out = Vec::new();
     for pointer in pointers {
+        let bad = || format!("argument {pointer} must be {what} or an array of them");
         match args.pointer(pointer) {
+            None | Some(Value::Null) => {}
             Some(Value::String(s)) => out.push(s.as_str()),
-            Some(Value::Array(items)) => out.extend(items.iter().filter_map(Value::as_str)),
-            _ => {}
+            Some(Value::Array(items)) => {
+                for item in items {
+                    out.push(item.as_str().ok_or_else(bad)?);
+                }
+            }
+            Some(_) => return Err(bad()),
         }
     }
-    out
+    Ok(out)
 }
 
 /// The candidate nearest to `name` by edit distance, if it is near at all.

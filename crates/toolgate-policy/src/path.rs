@@ -6,6 +6,7 @@
 //! that points elsewhere is stopped by the file jail and the sandbox, which are
 //! the boundary. Deny always beats allow.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -58,6 +59,7 @@ impl Default for PathRules {
 #[derive(Debug, Clone)]
 pub struct PathPolicy {
     rules: PathRules,
+    home: Option<PathBuf>,
     temp_dir: PathBuf,
     allow: CompiledGlobs,
     deny: CompiledGlobs,
@@ -90,6 +92,7 @@ impl PathPolicy {
             Ok(policy) => policy,
             Err(_) => PathPolicy {
                 rules: PathRules::default(),
+                home: home.map(Path::to_owned),
                 temp_dir: std::env::temp_dir(),
                 allow: CompiledGlobs::default(),
                 deny: CompiledGlobs::deny_everything(),
@@ -105,6 +108,7 @@ impl PathPolicy {
         temp_dir: PathBuf,
     ) -> Result<Self, PolicyError> {
         Ok(PathPolicy {
+            home: home.map(Path::to_owned),
             allow: CompiledGlobs::new(&rules.allow, home)?,
             deny: CompiledGlobs::new(&rules.deny, home)?,
             temp_dir,
@@ -128,7 +132,15 @@ impl PathPolicy {
                 reason: "the path contains a NUL byte".to_owned(),
             };
         }
-        let path = normalize(path, cwd);
+        let path = match self.expand_home(path) {
+            Ok(expanded) => normalize(&expanded, cwd),
+            Err(reason) => {
+                return PathVerdict::Denied {
+                    path: path.to_owned(),
+                    reason,
+                };
+            }
+        };
         if let Some(pattern) = self.deny.first_match(&path) {
             return PathVerdict::Denied {
                 reason: format!(
@@ -157,6 +169,29 @@ impl PathPolicy {
             };
         };
         PathVerdict::Allowed { path, by }
+    }
+}
+
+impl PathPolicy {
+    /// `~` and `~/x` as the home directory, as a tool that expands them
+    /// would open them; `~user` is refused rather than guessed.
+    fn expand_home(&self, path: &Path) -> Result<PathBuf, String> {
+        let bytes = path.as_os_str().as_encoded_bytes();
+        if bytes.first() != Some(&b'~') {
+            return Ok(path.to_owned());
+        }
+        let rest = &bytes[1..];
+        match (&self.home, rest.first()) {
+            (Some(home), None) => Ok(home.clone()),
+            (Some(home), Some(b'/')) => {
+                let rest = std::ffi::OsStr::from_bytes(&rest[1..]);
+                Ok(home.join(rest))
+            }
+            _ => Err(format!(
+                "`{}` starts with `~`, which names a home directory this policy cannot resolve; use an absolute or relative path",
+                path.display()
+            )),
+        }
     }
 }
 

@@ -495,3 +495,45 @@ async fn unparseable_scripts_are_refused_by_strict_policies_and_left_to_the_sand
         );
     }
 }
+
+#[tokio::test]
+async fn path_arguments_hidden_in_other_shapes_are_refused() {
+    let f = fixture();
+    let mut registry = f.registry.clone();
+    let mcp = ToolSpec::new("gh_read", "", EffectClass::Read)
+        .passthrough_schema(json!({"type": "object"}))
+        .path_arg("/path")
+        .mcp("github");
+    registry
+        .register(Arc::new(Probe {
+            spec: mcp,
+            calls: f.calls.clone(),
+            reply: echo,
+        }))
+        .unwrap();
+    let exec = Executor::builder(registry).build();
+    for args in [
+        json!({"path": {"p": "/etc/shadow"}}),
+        json!({"path": [["/etc/shadow"]]}),
+        json!({"path": ["ok.txt", {"p": "/etc/shadow"}]}),
+        json!({"path": 7}),
+    ] {
+        let err = exec
+            .call("gh_read", args.clone(), &ctx())
+            .await
+            .unwrap_err();
+        assert_eq!(err.stage(), Stage::Paths, "{args}: {err}");
+        assert!(
+            err.to_string()
+                .contains("argument /path must be a path string or an array of them"),
+            "{err}"
+        );
+    }
+    assert!(
+        exec.call("gh_read", json!({"path": ["a", "b"]}), &ctx())
+            .await
+            .is_ok()
+    );
+    assert!(exec.call("gh_read", json!({}), &ctx()).await.is_ok());
+    assert_eq!(f.runs(), 2);
+}

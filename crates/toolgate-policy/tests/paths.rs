@@ -58,6 +58,10 @@ fn default_rules() {
         ("/home/ann/.config/gcloud/creds.db", "deny: `/home/ann/.config/gcloud/creds.db` matches the denied pattern `~/.config/gcloud/**`".to_owned()),
         ("/home/ann/.kube/config", "deny: `/home/ann/.kube/config` matches the denied pattern `~/.kube/**`".to_owned()),
         ("a\0b", "deny: the path contains a NUL byte".to_owned()),
+        // `~` is the home directory, as a tool expanding it would see it.
+        ("~/.ssh/id_ed25519", "deny: `/home/ann/.ssh/id_ed25519` matches the denied pattern `~/.ssh/**`".to_owned()),
+        ("~", outside("/home/ann")),
+        ("~bob/.ssh/id_rsa", "deny: `~bob/.ssh/id_rsa` starts with `~`, which names a home directory this policy cannot resolve; use an absolute or relative path".to_owned()),
     ];
     for (path, expected) in table {
         assert_eq!(verdict(&p, path), expected, "{path:?}");

@@ -441,6 +441,11 @@ fn protect(
         return Ok(());
     };
     let names: Vec<Component> = relative.components().collect();
+    if names.is_empty() {
+        // The root itself is to be read-only.
+        protection.masks.push(Mask::ReadOnly(root.clone()));
+        return Ok(());
+    }
     let mut current = root.clone();
     for (index, name) in names.iter().enumerate() {
         current.push(name);

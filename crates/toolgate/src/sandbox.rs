@@ -88,7 +88,7 @@ pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<Exi
 /// doctor shows as proof that the backend works.
 pub async fn smoke_test(settings: &Settings, env: &Environment) -> Result<String, String> {
     let sandbox = sandbox(settings, env).map_err(|e| format!("{e:#}"))?;
-    let dir = tempfile_dir(env)?;
+    let dir = tempfile_dir()?;
     let spec = SandboxSpec::for_root(dir.clone());
     let command = SandboxCommand::shell(
         "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t\\n' ' '",
@@ -112,10 +112,9 @@ pub async fn smoke_test(settings: &Settings, env: &Environment) -> Result<String
     }
 }
 
-fn tempfile_dir(env: &Environment) -> Result<std::path::PathBuf, String> {
-    let dir = env
-        .state_dir()
-        .join(format!("doctor-{}", std::process::id()));
+/// A scratch root outside the state dir (which can never be a root).
+fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("toolgate-doctor-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(dir)
 }
