@@ -43,17 +43,13 @@ pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
     // Submodules' git dirs, each with its own config and hooks.
     (".git/modules", true),
     (".gitmodules", false),
-    // Read by git when this directory is someone's HOME.
-    (".gitconfig", false),
-    // Shell start-up files run in the user's next shell.
+    // Shell start-up files run in the user's next shell should this root
+    // ever be a HOME (roots that contain the current HOME are refused; the
+    // full set of HOME dotfiles is not listed here).
     (".bashrc", false),
     (".bash_profile", false),
     (".zshrc", false),
     (".zprofile", false),
-    (".zshenv", false),
-    (".zlogin", false),
-    (".bash_login", false),
-    (".bash_logout", false),
     (".profile", false),
     // direnv runs it on `cd`.
     (".envrc", false),
