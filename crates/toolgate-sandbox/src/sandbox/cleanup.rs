@@ -164,9 +164,13 @@ impl Audit {
     }
 
     /// Removes what a command created, saying so.
-    pub(super) fn after(self) -> Vec<String> {
+    pub(super) fn after(mut self) -> Vec<String> {
+        self.sweep()
+    }
+
+    fn sweep(&mut self) -> Vec<String> {
         let mut warnings = Vec::new();
-        for (root, name) in self.watched {
+        for (root, name) in std::mem::take(&mut self.watched) {
             let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority())
             else {
                 continue;
@@ -189,6 +193,13 @@ impl Audit {
             }
         }
         warnings
+    }
+}
+
+impl Drop for Audit {
+    /// A cancelled run is checked too (its warnings have nowhere to go).
+    fn drop(&mut self) {
+        self.sweep();
     }
 }
 
