@@ -90,22 +90,34 @@ impl InputValidator {
     /// Validates `args`, returning them repaired as `mode` allows.
     ///
     /// A missing arguments object (`null`) is taken as `{}`.
-    pub fn check(&self, args: Value, mode: InputMode) -> Result<Value, InvalidInput> {
-        let mut args = if args.is_null() {
-            Value::Object(Map::new())
-        } else {
-            args
+    pub fn check(&self, mut args: Value, mode: InputMode) -> Result<Value, InvalidInput> {
+        self.check_in_place(&mut args, mode)?;
+        Ok(args)
+    }
+
+    /// Like [`InputValidator::check`], repairing `args` where they are (no
+    /// copy of a large argument); returns whether anything was repaired.
+    /// On an error `args` may be partly repaired.
+    pub fn check_in_place(&self, args: &mut Value, mode: InputMode) -> Result<bool, InvalidInput> {
+        let mut repair = Repair {
+            validator: self,
+            mode,
+            pointer: String::new(),
+            changed: false,
         };
-        let mut pointer = String::new();
-        self.repair(&mut args, &self.schema, &mut pointer, mode, 0)?;
+        if args.is_null() {
+            *args = Value::Object(Map::new());
+            repair.changed = true;
+        }
+        repair.value(args, &self.schema, 0)?;
         let mut problems: Vec<(String, String)> = self
             .compiled
-            .iter_errors(&args)
+            .iter_errors(args)
             .take(MAX_PROBLEMS)
             .map(|e| (e.instance_path().as_str().to_owned(), describe(e.kind())))
             .collect();
         if problems.is_empty() {
-            return Ok(args);
+            return Ok(repair.changed);
         }
         let (pointer, message) = problems.remove(0);
         Err(InvalidInput {
@@ -180,57 +192,67 @@ impl InputValidator {
             .map(|b| self.branch_for(b, value, depth + 1))
             .unwrap_or(schema)
     }
+}
 
-    fn repair(
-        &self,
+/// One walk over a value, repairing it in place.
+struct Repair<'v> {
+    validator: &'v InputValidator,
+    mode: InputMode,
+    /// JSON pointer of the value being looked at.
+    pointer: String,
+    /// Whether anything was coerced or dropped.
+    changed: bool,
+}
+
+impl Repair<'_> {
+    fn value(
+        &mut self,
         value: &mut Value,
         schema: &Value,
-        pointer: &mut String,
-        mode: InputMode,
         depth: usize,
     ) -> Result<(), InvalidInput> {
         if depth >= MAX_DEPTH {
             return Ok(());
         }
-        if let Some(types) = self.declared_types(schema, depth)
-            && !types.iter().any(|t| fits(value, t))
-        {
-            let coerced = match (mode, &*value) {
-                (InputMode::Coerce, Value::String(s)) => coerce(s, &types),
-                _ => None,
-            };
-            let Some(coerced) = coerced else {
-                return Err(InvalidInput {
-                    pointer: pointer.clone(),
-                    message: format!("expected {}", types.join(" or ")),
-                    more: Vec::new(),
-                });
-            };
-            *value = coerced;
+        let v = self.validator;
+        if let Some(types) = v.declared_types(schema, depth) {
+            if !types.iter().any(|t| fits(value, t)) {
+                let coerced = match (self.mode, &*value) {
+                    (InputMode::Coerce, Value::String(s)) => coerce(s, &types),
+                    _ => None,
+                };
+                let Some(coerced) = coerced else {
+                    return Err(InvalidInput {
+                        pointer: self.pointer.clone(),
+                        message: format!("expected {}", types.join(" or ")),
+                        more: Vec::new(),
+                    });
+                };
+                *value = coerced;
+                self.changed = true;
+            }
+            // JSON Schema counts 10.0 as an integer; hand it to the tool as
+            // 10 so that typed deserialisation (u64, i64) accepts it.
+            if types.contains(&"integer")
+                && !types.contains(&"number")
+                && let Some(whole) = as_whole_number(value)
+            {
+                *value = whole;
+                self.changed = true;
+            }
         }
-        // JSON Schema counts 10.0 as an integer; hand it to the tool as 10 so
-        // that typed deserialisation (u64, i64) accepts it.
-        if let Some(types) = self.declared_types(schema, depth)
-            && types.contains(&"integer")
-            && !types.contains(&"number")
-            && let Some(whole) = as_whole_number(value)
-        {
-            *value = whole;
-        }
-        let schema = self.branch_for(schema, value, depth);
+        let schema = v.branch_for(schema, value, depth);
         match value {
-            Value::Object(map) => self.repair_object(map, schema, pointer, mode, depth),
-            Value::Array(items) => self.repair_array(items, schema, pointer, mode, depth),
+            Value::Object(map) => self.object(map, schema, depth),
+            Value::Array(items) => self.array(items, schema, depth),
             _ => Ok(()),
         }
     }
 
-    fn repair_object(
-        &self,
+    fn object(
+        &mut self,
         map: &mut Map<String, Value>,
         schema: &Value,
-        pointer: &mut String,
-        mode: InputMode,
         depth: usize,
     ) -> Result<(), InvalidInput> {
         let required: Vec<&str> = schema
@@ -242,28 +264,24 @@ impl InputValidator {
         // `null` on a declared optional field means "not given", in both
         // modes; on an unknown field it stays, for the schema to judge.
         let declared = |k: &str| properties.is_some_and(|p| p.contains_key(k));
+        let before = map.len();
         map.retain(|k, v| !v.is_null() || required.contains(&k.as_str()) || !declared(k));
+        self.changed |= map.len() != before;
         let additional = schema.get("additionalProperties").filter(|a| a.is_object());
         for (key, item) in map.iter_mut() {
             let Some(sub) = properties.and_then(|p| p.get(key)).or(additional) else {
                 continue;
             };
-            let len = pointer.len();
-            pointer.push('/');
-            pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-            let result = self.repair(item, sub, pointer, mode, depth + 1);
-            pointer.truncate(len);
-            result?;
+            let segment = key.replace('~', "~0").replace('/', "~1");
+            self.descend(&segment, item, sub, depth)?;
         }
         Ok(())
     }
 
-    fn repair_array(
-        &self,
+    fn array(
+        &mut self,
         items: &mut [Value],
         schema: &Value,
-        pointer: &mut String,
-        mode: InputMode,
         depth: usize,
     ) -> Result<(), InvalidInput> {
         let prefix = schema.get("prefixItems").and_then(Value::as_array);
@@ -272,14 +290,25 @@ impl InputValidator {
             let Some(sub) = prefix.and_then(|p| p.get(index)).or(rest) else {
                 continue;
             };
-            let len = pointer.len();
-            pointer.push('/');
-            pointer.push_str(&index.to_string());
-            let result = self.repair(item, sub, pointer, mode, depth + 1);
-            pointer.truncate(len);
-            result?;
+            self.descend(&index.to_string(), item, sub, depth)?;
         }
         Ok(())
+    }
+
+    /// Repairs a child, with its segment on the pointer meanwhile.
+    fn descend(
+        &mut self,
+        segment: &str,
+        item: &mut Value,
+        schema: &Value,
+        depth: usize,
+    ) -> Result<(), InvalidInput> {
+        let len = self.pointer.len();
+        self.pointer.push('/');
+        self.pointer.push_str(segment);
+        let result = self.value(item, schema, depth + 1);
+        self.pointer.truncate(len);
+        result
     }
 }
 

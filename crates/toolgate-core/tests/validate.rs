@@ -370,3 +370,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn check_in_place_says_whether_it_repaired() {
+    let validator = InputValidator::new(&schema()).unwrap();
+    for (input, repaired) in [
+        (json!({"req": 1, "s": "x"}), false),
+        (json!({"req": "1"}), true),
+        (json!({"req": 1, "i": null}), true),
+        (json!({"req": 2.0}), true),
+        (json!({"req": 1, "items": [{"n": "3"}]}), true),
+        (Value::Null, true),
+    ] {
+        let mut args = input.clone();
+        let result = validator.check_in_place(&mut args, InputMode::Coerce);
+        if input.is_null() {
+            assert!(result.is_err(), "`req` is required");
+            continue;
+        }
+        assert_eq!(result, Ok(repaired), "{input}");
+        assert_eq!(
+            Ok(args),
+            validator.check(input.clone(), InputMode::Coerce),
+            "{input}"
+        );
+    }
+}

@@ -328,12 +328,10 @@ impl Executor {
         let Some(validator) = tool.validator() else {
             return Ok((args, "external schema: passed through unchanged".to_owned()));
         };
-        match validator.check(args.clone(), self.input_mode) {
-            Ok(checked) if checked == args => Ok((checked, "arguments fit the schema".to_owned())),
-            Ok(checked) => Ok((
-                checked,
-                "arguments fit the schema after coercion".to_owned(),
-            )),
+        let mut args = args;
+        match validator.check_in_place(&mut args, self.input_mode) {
+            Ok(false) => Ok((args, "arguments fit the schema".to_owned())),
+            Ok(true) => Ok((args, "arguments fit the schema after coercion".to_owned())),
             Err(e) => Err((args, e.into())),
         }
     }
