@@ -12,6 +12,7 @@
 mod decision;
 mod effect;
 mod event;
+mod lexical;
 mod preset;
 mod registry;
 mod spec;
@@ -22,6 +23,7 @@ mod wire;
 pub use decision::Decision;
 pub use effect::{EffectClass, Idempotency};
 pub use event::{EventSink, ToolEvent, ToolEventKind};
+pub use lexical::normalize_path;
 pub use preset::{BUILTIN_TOOLS, ToolPreset};
 pub use registry::{RegisteredTool, Registry, ToolListing, ToolRegistrationError};
 pub use spec::{DynamicToolSpec, SchemaMode, ToolOrigin, ToolSpec};

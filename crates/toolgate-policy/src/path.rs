@@ -7,7 +7,7 @@
 //! the boundary. Deny always beats allow.
 
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -195,30 +195,7 @@ impl PathPolicy {
     }
 }
 
-/// `path` made absolute against `cwd`, with `.` and `..` folded lexically;
-/// `..` at the root stays at the root.
-pub fn normalize(path: &Path, cwd: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    let joined;
-    let full = if path.is_absolute() {
-        path
-    } else {
-        joined = cwd.join(path);
-        &joined
-    };
-    for component in full.components() {
-        match component {
-            Component::Prefix(p) => out.push(p.as_os_str()),
-            Component::RootDir => out.push(Component::RootDir.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(name) => out.push(name),
-        }
-    }
-    out
-}
+pub use toolgate_core::normalize_path as normalize;
 
 #[derive(Debug, Clone, Default)]
 struct CompiledGlobs {

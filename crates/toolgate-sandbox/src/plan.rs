@@ -8,6 +8,8 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+use toolgate_core::normalize_path;
+
 use crate::spec::{MANDATORY_WRITE_DENY, NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
 use crate::stage2::Stage2Args;
 
@@ -386,7 +388,7 @@ fn write_deny_protection(spec: &SandboxSpec, host: &dyn HostView) -> Result<Prot
     targets.extend(
         spec.write_deny
             .iter()
-            .map(|p| (lexical_join(root, p), false)),
+            .map(|p| (normalize_path(p, root), false)),
     );
     let mut protection = Protection::default();
     for (path, is_dir) in targets {
@@ -492,10 +494,10 @@ fn worktree_git_dirs(host: &dyn HostView, root: &Path) -> Vec<(PathBuf, bool)> {
     let Some(gitdir) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
         return Vec::new();
     };
-    let gitdir = lexical_join(root, Path::new(gitdir.trim()));
+    let gitdir = normalize_path(Path::new(gitdir.trim()), root);
     let common = host
         .read_small(&gitdir.join("commondir"))
-        .map(|c| lexical_join(&gitdir, Path::new(c.trim())))
+        .map(|c| normalize_path(Path::new(c.trim()), &gitdir))
         .unwrap_or_else(|| gitdir.clone());
     vec![
         // The pointer itself: rewritten, it sends git anywhere.
@@ -584,20 +586,6 @@ fn resolve(host: &dyn HostView, path: &Path) -> Resolved {
         path: current,
         is_dir: true,
     }
-}
-
-fn lexical_join(base: &Path, path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in base.join(path).components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
