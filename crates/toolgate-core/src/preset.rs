@@ -47,17 +47,14 @@ pub enum ToolPreset {
 
 impl ToolPreset {
     /// The tool names in the preset.
-    pub fn tools(self) -> Vec<&'static str> {
+    pub fn tools(self) -> &'static [&'static str] {
         match self {
-            ToolPreset::Coding => vec!["read", "write", "edit", "bash"],
-            ToolPreset::Readonly => vec!["read", "grep", "find", "ls"],
-            ToolPreset::Minimal => vec!["read", "bash"],
-            // `elevated` runs on the host outside the sandbox: never by preset.
-            ToolPreset::Admin => BUILTIN_TOOLS
-                .iter()
-                .copied()
-                .filter(|n| *n != "elevated")
-                .collect(),
+            ToolPreset::Coding => &["read", "write", "edit", "bash"],
+            ToolPreset::Readonly => &["read", "grep", "find", "ls"],
+            ToolPreset::Minimal => &["read", "bash"],
+            // `elevated` is last in BUILTIN_TOOLS: it runs on the host
+            // outside the sandbox and is in no preset.
+            ToolPreset::Admin => &BUILTIN_TOOLS[..BUILTIN_TOOLS.len() - 1],
         }
     }
 
@@ -90,6 +87,7 @@ mod tests {
         let admin = ToolPreset::Admin.tools();
         assert_eq!(admin.len(), BUILTIN_TOOLS.len() - 1);
         assert!(!ToolPreset::Admin.contains("elevated"));
+        assert_eq!(BUILTIN_TOOLS.last(), Some(&"elevated"));
         assert!(ToolPreset::Admin.contains("process_write"));
         for preset in ToolPreset::ALL {
             assert!(preset.tools().iter().all(|t| BUILTIN_TOOLS.contains(t)));
