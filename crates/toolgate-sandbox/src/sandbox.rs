@@ -256,6 +256,7 @@ impl Sandbox {
             return Err(SandboxError::EmptyCommand);
         }
         Self::check_environment(&command)?;
+        let spec = &self.protected_spec(spec)?;
         let mut env = self.environment(spec, &command);
         let tmp = match self.backend {
             Backend::Landlock => Some(tempfile_dir(&self.state_dir)?),
@@ -268,8 +269,6 @@ impl Sandbox {
             env.push(("HOME".into(), tmp.path().into()));
         }
         let tmp_path = tmp.as_ref().map_or(Path::new("/tmp"), TempDir::path);
-        let spec = self.protected_spec(spec)?;
-        let spec = &spec;
         let mut placeholders = Placeholders::lock(&self.state_dir, &spec.writable_roots)?;
         let audit = Audit::before(spec)?;
         let plan = self.launch(spec, &command.argv, tmp_path)?;
