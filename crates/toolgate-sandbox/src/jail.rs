@@ -199,6 +199,21 @@ impl Jail {
         Ok(buf)
     }
 
+    /// Opens a regular file for reading, resolved beneath the root like every
+    /// other path (symlinks followed only while they stay inside). Search and
+    /// streaming readers use it to read without loading the file whole.
+    pub fn open_file(&self, path: &Path) -> Result<(std::fs::File, FileStat), JailError> {
+        let rel = self.relative(path)?;
+        let (file, meta) = self.open_regular(&rel)?;
+        let stat = FileStat {
+            kind: EntryKind::File,
+            size: meta.len(),
+            modified: modified(&meta),
+            mode: meta.mode(),
+        };
+        Ok((file.into_std(), stat))
+    }
+
     /// Replaces (or creates) a file atomically: a temp file in the same
     /// directory is written, fsynced and renamed over the target. An existing
     /// file keeps its mode; a new one gets 0o644 minus the umask. Missing

@@ -56,6 +56,10 @@ pub trait Workspace: Send + Sync {
     fn cwd(&self) -> &Path;
     /// The roots, which are exactly what a command may write.
     fn roots(&self) -> &[PathBuf];
+    /// The jail of the root holding `path` (absolute, or relative to `cwd`)
+    /// and the path relative to that root. In-process tools do their file
+    /// I/O through it; the innermost root wins when roots nest.
+    fn jail_for(&self, path: &Path) -> Result<(Arc<Jail>, PathBuf), WorkspaceError>;
     /// Runs a command in the sandbox, in `cwd` (relative to the workspace cwd).
     async fn exec(
         &self,
@@ -126,7 +130,6 @@ impl LocalWorkspace {
         self
     }
 
-    /// The jail holding `path` and the path relative to it.
     fn locate(&self, path: &Path) -> Result<(Arc<Jail>, PathBuf), WorkspaceError> {
         let absolute = if path.is_absolute() {
             path.to_owned()
@@ -177,6 +180,10 @@ impl Workspace for LocalWorkspace {
 
     fn roots(&self) -> &[PathBuf] {
         &self.roots
+    }
+
+    fn jail_for(&self, path: &Path) -> Result<(Arc<Jail>, PathBuf), WorkspaceError> {
+        self.locate(path)
     }
 
     async fn exec(
