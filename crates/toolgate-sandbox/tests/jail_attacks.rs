@@ -119,7 +119,6 @@ fn kind<T>(result: &Result<T, JailError>) -> &'static str {
         Err(JailError::TooLarge { .. }) => "TooLarge",
         Err(JailError::Io { .. }) => "Io",
         Err(JailError::Protected { .. }) => "Protected",
-        Err(_) => "other",
     }
 }
 
