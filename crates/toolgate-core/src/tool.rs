@@ -84,6 +84,15 @@ impl ToolOutput {
         }
     }
 
+    /// A result with these parts.
+    pub fn new(content: Vec<Content>) -> Self {
+        ToolOutput {
+            content,
+            structured: None,
+            is_error: false,
+        }
+    }
+
     /// Adds the structured facts.
     pub fn with_structured(mut self, structured: Value) -> Self {
         self.structured = Some(structured);
@@ -131,6 +140,14 @@ pub enum ToolError {
 pub trait ToolHandler: Send + Sync {
     /// Runs one call with arguments that already passed validation and policy.
     async fn call(&self, args: Value, ctx: &CallContext) -> Result<ToolOutput, ToolError>;
+
+    /// Paths named inside the arguments where no JSON pointer of
+    /// [`ToolSpec::path_args`] can reach them, such as the file headers of a
+    /// patch. The path layer checks them like path arguments; an `Err` (the
+    /// arguments cannot be read) is refused there with its message.
+    fn embedded_paths(&self, _args: &Value) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// A tool: a spec and a handler.
@@ -152,6 +169,11 @@ pub trait TypedTool: Send + Sync + 'static {
 
     /// Runs one call.
     async fn run(&self, args: Self::Args, ctx: &CallContext) -> Result<ToolOutput, ToolError>;
+
+    /// See [`ToolHandler::embedded_paths`].
+    fn embedded_paths(&self, _args: &Value) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// Adapter from [`TypedTool`] to [`Tool`].
@@ -175,6 +197,10 @@ impl<T: TypedTool> ToolHandler for Typed<T> {
         let args: T::Args =
             serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         self.inner.run(args, ctx).await
+    }
+
+    fn embedded_paths(&self, args: &Value) -> Result<Vec<String>, String> {
+        self.inner.embedded_paths(args)
     }
 }
 

@@ -6,6 +6,7 @@
 //!        -> run -> bound -> record
 //! ```
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -277,7 +278,7 @@ impl Executor {
         trace.stop()?;
         trace.record(Stage::Access, self.check_access(spec));
         trace.stop()?;
-        trace.record(Stage::Paths, self.check_paths(spec, &args, ctx));
+        trace.record(Stage::Paths, self.check_paths(tool, &args, ctx));
         trace.stop()?;
         trace.record(Stage::Commands, self.check_commands(spec, &args));
         trace.stop()?;
@@ -356,16 +357,24 @@ impl Executor {
 
     fn check_paths(
         &self,
-        spec: &ToolSpec,
+        tool: &RegisteredTool,
         args: &Value,
         ctx: &CallContext,
     ) -> Result<(StageOutcome, String), CallError> {
-        let paths = strings_at(args, &spec.path_args, "a path string").map_err(|reason| {
-            CallError::Denied {
-                stage: Stage::Paths,
-                reason,
-            }
-        })?;
+        let denied = |reason| CallError::Denied {
+            stage: Stage::Paths,
+            reason,
+        };
+        let mut paths: Vec<Cow<'_, str>> =
+            strings_at(args, &tool.spec().path_args, "a path string")
+                .map_err(denied)?
+                .into_iter()
+                .map(Cow::Borrowed)
+                .collect();
+        // Paths inside other arguments (a patch's file headers) are checked
+        // the same way; the tool knows where they are.
+        let embedded = tool.handler().embedded_paths(args).map_err(denied)?;
+        paths.extend(embedded.into_iter().map(Cow::Owned));
         if paths.is_empty() {
             return Ok((StageOutcome::Skip, "no path arguments".to_owned()));
         }
@@ -374,7 +383,7 @@ impl Executor {
             match self
                 .policy
                 .paths
-                .check(std::path::Path::new(raw), &ctx.cwd, &ctx.roots)
+                .check(std::path::Path::new(raw.as_ref()), &ctx.cwd, &ctx.roots)
             {
                 PathVerdict::Allowed { path, by } => {
                     allowed.push(format!("{} ({by})", path.display()));

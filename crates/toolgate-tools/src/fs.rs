@@ -1,0 +1,203 @@
+//! What every file tool shares: the workspace, the limits, and the one way
+//! a path argument becomes a place in a jail.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use toolgate_core::ToolError;
+use toolgate_sandbox::{Jail, JailError, Workspace, WorkspaceError};
+
+/// Caps of the file tools. The defaults fit inside the default
+/// ResourcePolicy, so a tool's own continuation hint comes before the
+/// pipeline would have to cut anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest file read, written or edited whole, in bytes.
+    pub max_file_bytes: u64,
+    /// Largest image returned as image content, in bytes.
+    pub max_image_bytes: u64,
+    /// Lines `read` shows per call by default.
+    pub read_lines: usize,
+    /// Bytes of text `read` shows per call at most.
+    pub read_bytes: usize,
+    /// Characters of one line shown before it is cut.
+    pub line_chars: usize,
+    /// Results `grep`, `find` and `ls` show per call by default.
+    pub results: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: 10 * 1024 * 1024,
+            max_image_bytes: 5 * 1024 * 1024,
+            read_lines: 2000,
+            read_bytes: 45_000,
+            line_chars: 2000,
+            results: 200,
+        }
+    }
+}
+
+impl Limits {
+    /// Sets the largest file a tool reads or writes whole.
+    pub fn max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file_bytes = bytes;
+        self
+    }
+}
+
+/// The workspace and limits the file tools work with.
+pub struct Fs {
+    workspace: Arc<dyn Workspace>,
+    limits: Limits,
+}
+
+/// A path argument resolved to a jail.
+#[derive(Clone)]
+pub(crate) struct Located {
+    /// The jail of the root holding the path.
+    pub jail: Arc<Jail>,
+    /// The path relative to that root.
+    pub rel: PathBuf,
+    /// How the path is shown to the model: relative to the first root, or
+    /// absolute when it lies in another root.
+    pub shown: String,
+}
+
+impl Located {
+    /// The same root, another path relative to it.
+    pub fn sibling(&self, rel: PathBuf) -> Located {
+        let shown = show(&self.jail, &rel, self.shown.starts_with('/'));
+        Located {
+            jail: self.jail.clone(),
+            rel,
+            shown,
+        }
+    }
+}
+
+impl Fs {
+    /// File tools over `workspace`.
+    pub fn new(workspace: Arc<dyn Workspace>, limits: Limits) -> Fs {
+        Fs { workspace, limits }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Arc<dyn Workspace> {
+        &self.workspace
+    }
+
+    /// Resolves a path argument: relative paths against the workspace's
+    /// working directory (never this process's), absolute ones must lie in
+    /// a root. Escapes are refused here and again by the jail on every use.
+    pub(crate) fn locate(&self, path: &str) -> Result<Located, ToolError> {
+        let path = if path.is_empty() { "." } else { path };
+        let (jail, rel) = self
+            .workspace
+            .jail_for(Path::new(path))
+            .map_err(workspace_error)?;
+        let first_root = self.workspace.roots().first().map(PathBuf::as_path);
+        let absolute = first_root != Some(jail.root());
+        let shown = show(&jail, &rel, absolute);
+        Ok(Located { jail, rel, shown })
+    }
+}
+
+fn show(jail: &Jail, rel: &Path, absolute: bool) -> String {
+    if absolute {
+        jail.root().join(rel).display().to_string()
+    } else if rel.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        rel.display().to_string()
+    }
+}
+
+/// Runs blocking file work off the async threads.
+pub(crate) async fn blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Failed(format!("internal error: {e}")))?
+}
+
+/// A jail error as the model sees it (its message says what to do next).
+pub(crate) fn jail_error(e: JailError) -> ToolError {
+    ToolError::Failed(e.to_string())
+}
+
+pub(crate) fn workspace_error(e: WorkspaceError) -> ToolError {
+    match e {
+        WorkspaceError::Jail(e) => jail_error(e),
+        other => ToolError::Failed(other.to_string()),
+    }
+}
+
+/// Seconds since the Unix epoch, for structured output.
+pub(crate) fn unix_seconds(time: Option<std::time::SystemTime>) -> Option<u64> {
+    time?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}
+
+/// `YYYY-MM-DD HH:MM` in UTC, for listings.
+pub(crate) fn utc_minutes(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+/// A byte count for people: `812 B`, `4.0 KiB`, `12.3 MiB`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_sizes_read_well() {
+        assert_eq!(utc_minutes(0), "1970-01-01 00:00");
+        assert_eq!(utc_minutes(951_782_400), "2000-02-29 00:00");
+        assert_eq!(utc_minutes(1_796_130_060), "2026-12-01 13:01");
+        assert_eq!(human_bytes(812), "812 B");
+        assert_eq!(human_bytes(4096), "4.0 KiB");
+        assert_eq!(human_bytes(12_900_000), "12.3 MiB");
+    }
+}

@@ -1,0 +1,49 @@
+//! toolgate's built-in tools.
+//!
+//! The file and search tools (`read`, `write`, `edit`, `apply_patch`, `grep`,
+//! `find`, `ls`) do their I/O in this process, through the [`Workspace`]'s
+//! file jail: every path resolves beneath a workspace root by the kernel
+//! (cap-std, `openat2(RESOLVE_BENEATH)`), relative paths against the
+//! workspace's working directory, never the process's. Writes are atomic and
+//! keep the file's mode; protected entries (git hooks and config, shell rc
+//! files, editor and agent configuration) cannot be written at all.
+//!
+//! Each tool is a [`TypedTool`](toolgate_core::TypedTool): its schema comes
+//! from its argument struct, and it returns text for the model plus a JSON
+//! object with the facts (paths, counts, truncation, the next offset).
+//! Calls reach the tools only through the `Executor`, which validates the
+//! arguments and applies the policy first.
+//!
+//! This crate is not the boundary for commands: those run in the sandbox.
+
+mod edit;
+mod fs;
+mod ls;
+mod read;
+pub mod text;
+mod write;
+
+use std::sync::Arc;
+
+use toolgate_core::{Registry, ToolRegistrationError, Typed};
+use toolgate_sandbox::Workspace;
+
+pub use edit::{EditArgs, EditOp, EditTool, Pass};
+pub use fs::{Fs, Limits};
+pub use ls::{LsArgs, LsTool};
+pub use read::{ReadArgs, ReadTool};
+pub use write::{WriteArgs, WriteTool};
+
+/// Registers the file and search tools over `workspace`.
+pub fn register_fs_tools(
+    registry: &mut Registry,
+    workspace: Arc<dyn Workspace>,
+    limits: Limits,
+) -> Result<(), ToolRegistrationError> {
+    let fs = Arc::new(Fs::new(workspace, limits));
+    registry.register(Arc::new(Typed::new(ReadTool::new(fs.clone()))))?;
+    registry.register(Arc::new(Typed::new(WriteTool::new(fs.clone()))))?;
+    registry.register(Arc::new(Typed::new(EditTool::new(fs.clone()))))?;
+    registry.register(Arc::new(Typed::new(LsTool::new(fs))))?;
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! `read`: a file's text with line numbers, a page at a time; images as
+//! image content; binary files described, never dumped.
+
+use std::io::{BufRead, BufReader, Read as _};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use toolgate_core::{
+    CallContext, Content, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool,
+};
+use toolgate_sandbox::JailError;
+
+use crate::fs::{Fs, Located, blocking, jail_error};
+use crate::text::{self, ImageKind, LineEndings};
+
+/// Files larger than this are shown a page at a time without a total line
+/// count or hash, so a huge log does not have to be read to its end.
+const FULL_SCAN_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Arguments of `read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// The file, relative to the workspace (or absolute inside it).
+    pub path: String,
+    /// First line to show, counting from 1 (default 1).
+    #[schemars(range(min = 1))]
+    pub offset: Option<u64>,
+    /// How many lines to show (default 2000).
+    #[schemars(range(min = 1))]
+    pub limit: Option<u64>,
+}
+
+/// The `read` tool.
+pub struct ReadTool {
+    fs: Arc<Fs>,
+}
+
+impl ReadTool {
+    /// `read` over `fs`.
+    pub fn new(fs: Arc<Fs>) -> ReadTool {
+        ReadTool { fs }
+    }
+}
+
+#[async_trait]
+impl TypedTool for ReadTool {
+    type Args = ReadArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "read",
+            "Read a file in the workspace: text with line numbers (up to 2000 lines per call; \
+             use offset/limit to page through longer files, as the result says), images \
+             (png, jpeg, gif, webp) as images. Binary files are described, not dumped. The \
+             result's sha256 can be passed to write/edit as expected_sha256. Use grep to find \
+             where something is and ls to list a directory; do not read a directory.",
+            EffectClass::Read,
+        )
+        .group("group:fs")
+        .parallel_safe(true)
+        .path_arg("/path")
+    }
+
+    async fn run(&self, args: ReadArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let place = self.fs.locate(&args.path)?;
+        let limits = *self.fs.limits();
+        blocking(move || read(&place, &args, &limits)).await
+    }
+}
+
+fn read(
+    place: &Located,
+    args: &ReadArgs,
+    limits: &crate::fs::Limits,
+) -> Result<ToolOutput, ToolError> {
+    let (file, stat) = place.jail.open_file(&place.rel).map_err(|e| match e {
+        JailError::IsADirectory { .. } => ToolError::Failed(format!(
+            "`{}` is a directory; list it with ls, or read a file inside it",
+            place.shown
+        )),
+        other => jail_error(other),
+    })?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader
+        .fill_buf()
+        .map_err(|e| io_error(&place.shown, &e))?
+        .to_vec();
+    if let Some(kind) = ImageKind::sniff(&head) {
+        return image(place, reader, kind, stat.size, limits.max_image_bytes);
+    }
+    if text::looks_binary(&head) {
+        let text = format!(
+            "`{}` is a binary file ({} bytes); its contents are not shown. Use bash with a \
+             tool that understands the format (file, xxd, unzip -l, ...) to inspect it.",
+            place.shown, stat.size
+        );
+        return Ok(ToolOutput::text(text).with_structured(json!({
+            "path": place.shown, "kind": "binary", "size": stat.size,
+        })));
+    }
+    let offset = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.unwrap_or(limits.read_lines as u64).max(1);
+    let page = Page::collect(reader, offset, limit, stat.size, limits)
+        .map_err(|e| io_error(&place.shown, &e))?;
+    page.render(place, offset, stat.size)
+}
+
+fn image(
+    place: &Located,
+    mut reader: BufReader<std::fs::File>,
+    kind: ImageKind,
+    size: u64,
+    max: u64,
+) -> Result<ToolOutput, ToolError> {
+    if size > max {
+        return Err(ToolError::Failed(format!(
+            "`{}` is a {} image of {size} bytes, over the limit of {max} bytes for images; \
+             make a smaller copy with bash (e.g. ImageMagick's convert -resize) and read that",
+            place.shown,
+            kind.mime_type()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // A file that grows past the check is still cut at the limit.
+    (&mut reader)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(&place.shown, &e))?;
+    if bytes.len() as u64 > max {
+        return Err(ToolError::Failed(format!(
+            "`{}` grew past the image limit of {max} bytes while it was read",
+            place.shown
+        )));
+    }
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(ToolOutput::new(vec![
+        Content::Image {
+            data,
+            mime_type: kind.mime_type().to_owned(),
+        },
+        Content::Text {
+            text: format!(
+                "`{}`: {} image, {} bytes",
+                place.shown,
+                kind.mime_type(),
+                bytes.len()
+            ),
+        },
+    ])
+    .with_structured(json!({
+        "path": place.shown, "kind": "image", "mime_type": kind.mime_type(),
+        "size": bytes.len(), "sha256": text::sha256_hex(&bytes),
+    })))
+}
+
+/// The lines of one `read` call and what was learned about the whole file.
+struct Page {
+    shown: String,
+    first: u64,
+    last: u64,
+    /// The first line not shown because of `limit` or the byte budget.
+    next: Option<u64>,
+    /// Lines in the file; `None` when the file was too large to count.
+    total: Option<u64>,
+    sha256: Option<String>,
+    bom: bool,
+    crlf: u64,
+    lf: u64,
+    cut: u64,
+    invalid_utf8: bool,
+}
+
+impl Page {
+    fn collect(
+        mut reader: impl BufRead,
+        offset: u64,
+        limit: u64,
+        size: u64,
+        limits: &crate::fs::Limits,
+    ) -> std::io::Result<Page> {
+        let full_scan = size <= FULL_SCAN_BYTES;
+        let mut hasher = Sha256::new();
+        let mut page = Page {
+            shown: String::new(),
+            first: offset,
+            last: offset.saturating_sub(1),
+            next: None,
+            total: None,
+            sha256: None,
+            bom: false,
+            crlf: 0,
+            lf: 0,
+            cut: 0,
+            invalid_utf8: false,
+        };
+        let mut line = Vec::new();
+        let mut number = 0u64;
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+            number += 1;
+            if full_scan {
+                hasher.update(&line);
+            }
+            let mut body: &[u8] = &line;
+            if let Some(rest) = body.strip_suffix(b"\n") {
+                body = rest;
+                match body.strip_suffix(b"\r") {
+                    Some(rest) => {
+                        page.crlf += 1;
+                        body = rest;
+                    }
+                    None => page.lf += 1,
+                }
+            }
+            if number == 1
+                && let Some(rest) = body.strip_prefix(text::BOM.as_bytes())
+            {
+                page.bom = true;
+                body = rest;
+            }
+            if number < offset || page.next.is_some() {
+                if !full_scan && page.next.is_some() {
+                    break;
+                }
+                continue;
+            }
+            let over_lines = number >= offset + limit;
+            let over_bytes = page.shown.len() >= limits.read_bytes;
+            if over_lines || over_bytes {
+                page.next = Some(number);
+                if !full_scan {
+                    break;
+                }
+                continue;
+            }
+            let decoded = String::from_utf8_lossy(body);
+            page.invalid_utf8 |= matches!(decoded, std::borrow::Cow::Owned(_));
+            let shown = text::cut_line(&decoded, limits.line_chars);
+            page.cut += u64::from(matches!(shown, std::borrow::Cow::Owned(_)));
+            page.shown.push_str(&format!("{number:>6}\t{shown}\n"));
+            page.last = number;
+        }
+        if full_scan {
+            page.total = Some(number);
+            page.sha256 = Some(text::hex(&hasher.finalize()));
+        }
+        Ok(page)
+    }
+
+    fn render(self, place: &Located, offset: u64, size: u64) -> Result<ToolOutput, ToolError> {
+        if let Some(total) = self.total
+            && offset > total.max(1)
+        {
+            return Err(ToolError::InvalidArguments(format!(
+                "offset {offset} is past the end of `{}`, which has {total} lines",
+                place.shown
+            )));
+        }
+        let endings = match (self.crlf, self.lf) {
+            (0, 0) => LineEndings::None,
+            (0, _) => LineEndings::Lf,
+            (_, 0) => LineEndings::Crlf,
+            _ => LineEndings::Mixed,
+        };
+        let mut text = self.shown;
+        let mut notes = Vec::new();
+        if size == 0 {
+            notes.push("the file is empty".to_owned());
+        }
+        if self.bom {
+            notes.push(
+                "the file starts with a UTF-8 byte-order mark (not shown; edits keep it)"
+                    .to_owned(),
+            );
+        }
+        match endings {
+            LineEndings::Crlf => notes.push(
+                "the file uses CRLF line endings (shown without \\r; edits keep them)".to_owned(),
+            ),
+            LineEndings::Mixed => notes.push(format!(
+                "the file mixes line endings: {} CRLF, {} LF (shown without \\r)",
+                self.crlf, self.lf
+            )),
+            LineEndings::Lf | LineEndings::None => {}
+        }
+        if self.invalid_utf8 {
+            notes.push(
+                "the file is not valid UTF-8; invalid bytes are shown as \u{fffd}".to_owned(),
+            );
+        }
+        if self.cut > 0 {
+            notes.push(format!(
+                "{} long line(s) cut; grep the file or read it with bash to see them whole",
+                self.cut
+            ));
+        }
+        if let Some(next) = self.next {
+            let of = self.total.map_or(String::new(), |t| format!(" of {t}"));
+            notes.push(format!(
+                "showing lines {}-{}{of}; continue with offset={next}",
+                self.first, self.last
+            ));
+        }
+        for note in &notes {
+            text.push_str(&format!("[{note}]\n"));
+        }
+        Ok(ToolOutput::text(text).with_structured(json!({
+            "path": place.shown,
+            "kind": "text",
+            "size": size,
+            "start_line": self.first,
+            "end_line": self.last,
+            "total_lines": self.total,
+            "truncated": self.next.is_some(),
+            "next_offset": self.next,
+            "line_endings": endings.as_str(),
+            "bom": self.bom,
+            "lines_cut": self.cut,
+            "sha256": self.sha256,
+        })))
+    }
+}
+
+fn io_error(shown: &str, e: &std::io::Error) -> ToolError {
+    ToolError::Failed(format!("could not read `{shown}`: {e}"))
+}
