@@ -141,7 +141,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         root_aliases: cli.root_aliases.clone(),
     };
     let settings = config::load(&env, &overrides)?;
-    let executor = executor(&settings, cli.demo)?;
+    let executor = executor(&settings, &env, cli.demo)?;
     let ctx =
         CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
     match cli.command {
@@ -191,8 +191,12 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn executor(settings: &Settings, demo: bool) -> Result<Executor> {
+fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Executor> {
     let mut registry = Registry::new();
+    let workspace = sandbox::workspace(settings, env)?;
+    let limits =
+        toolgate_tools::Limits::default().max_file_bytes(settings.policy.resources.max_file_bytes);
+    toolgate_tools::register_fs_tools(&mut registry, workspace, limits)?;
     if demo {
         demo::register(&mut registry)?;
     }

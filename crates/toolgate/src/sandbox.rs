@@ -6,8 +6,12 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
-use toolgate_sandbox::{NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxSpec};
+use toolgate_sandbox::{
+    LocalWorkspace, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxSpec, Workspace,
+};
 
 use crate::STAGE2_COMMAND;
 use crate::config::{Environment, Settings};
@@ -27,6 +31,21 @@ fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
         .backend(settings.backend)
         .stage2_prefix([STAGE2_COMMAND]);
     Ok(Sandbox::new(config)?)
+}
+
+/// The workspace of this invocation: the configured roots, working in the
+/// current directory when it lies in one of them, else in the first root.
+pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Workspace>> {
+    let cwd = std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone());
+    let cwd = if settings.roots.iter().any(|r| cwd.starts_with(r)) {
+        cwd
+    } else {
+        settings.roots[0].clone()
+    };
+    let workspace =
+        LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
+            .context("cannot open the workspace roots")?;
+    Ok(Arc::new(workspace))
 }
 
 /// Runs the command with the roots writable and the working directory as
