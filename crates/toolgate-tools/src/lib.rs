@@ -16,9 +16,11 @@
 //!
 //! This crate is not the boundary for commands: those run in the sandbox.
 
+mod apply_patch;
 mod edit;
 mod fs;
 mod ls;
+pub mod patch;
 mod read;
 pub mod text;
 mod write;
@@ -28,6 +30,7 @@ use std::sync::Arc;
 use toolgate_core::{Registry, ToolRegistrationError, Typed};
 use toolgate_sandbox::Workspace;
 
+pub use apply_patch::{ApplyPatchArgs, ApplyPatchTool};
 pub use edit::{EditArgs, EditOp, EditTool, Pass};
 pub use fs::{Fs, Limits};
 pub use ls::{LsArgs, LsTool};
@@ -44,6 +47,7 @@ pub fn register_fs_tools(
     registry.register(Arc::new(Typed::new(ReadTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(WriteTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(EditTool::new(fs.clone()))))?;
+    registry.register(Arc::new(Typed::new(ApplyPatchTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(LsTool::new(fs))))?;
     Ok(())
 }
