@@ -72,7 +72,7 @@ impl TypedTool for ApplyPatchTool {
         let fs = self.fs.clone();
         blocking(move || {
             let plan = Plan::build(&fs, &patch.ops)?;
-            plan.finish(args.dry_run)
+            plan.finish(args.dry_run, fs.limits().max_file_bytes)
         })
         .await
     }
@@ -305,7 +305,19 @@ impl Plan {
         changes
     }
 
-    fn finish(self, dry_run: bool) -> Result<ToolOutput, ToolError> {
+    fn finish(self, dry_run: bool, max: u64) -> Result<ToolOutput, ToolError> {
+        for slot in self.slots.values() {
+            if let Some(bytes) = &slot.after
+                && bytes.len() as u64 > max
+            {
+                return Err(ToolError::Failed(format!(
+                    "{}: the patched file would be {} bytes, over the limit of {max} bytes per \
+                     file; the patch was not applied and no file was changed",
+                    slot.place.shown,
+                    bytes.len()
+                )));
+            }
+        }
         let changes = self.changes();
         if !dry_run {
             commit(&changes).map_err(|e| {

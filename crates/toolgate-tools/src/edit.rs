@@ -217,6 +217,14 @@ fn edit(
     let diff = text::unified_diff(&place.shown, &decoded.text, &current);
     let (added, removed) = text::diff_stat(&diff);
     let new_bytes = decoded.encode(&current);
+    if new_bytes.len() as u64 > max {
+        return Err(ToolError::Failed(format!(
+            "the edited `{}` would be {} bytes, over the limit of {max} bytes per file; \
+             nothing was changed",
+            place.shown,
+            new_bytes.len()
+        )));
+    }
     if !args.dry_run {
         place
             .jail

@@ -29,18 +29,29 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        Limits::within(50_000, 2_000, 10 * 1024 * 1024)
+    }
+}
+
+/// Lines and bytes kept free in a `read` page for its notes (line endings,
+/// BOM, the continuation hint), so the page itself is never cut.
+const NOTE_LINES: usize = 8;
+const NOTE_BYTES: usize = 2_000;
+
+impl Limits {
+    /// Limits that fit a pipeline bounding results to `output_bytes` and
+    /// `output_lines` (its ResourcePolicy), with files up to `file_bytes`.
+    pub fn within(output_bytes: usize, output_lines: usize, file_bytes: u64) -> Limits {
         Limits {
-            max_file_bytes: 10 * 1024 * 1024,
-            max_image_bytes: 5 * 1024 * 1024,
-            read_lines: 2000,
-            read_bytes: 45_000,
+            max_file_bytes: file_bytes,
+            max_image_bytes: file_bytes.min(5 * 1024 * 1024),
+            read_lines: output_lines.saturating_sub(NOTE_LINES).max(1),
+            read_bytes: output_bytes.saturating_sub(NOTE_BYTES).max(1),
             line_chars: 2000,
             results: 200,
         }
     }
-}
 
-impl Limits {
     /// Sets the largest file a tool reads or writes whole.
     pub fn max_file_bytes(mut self, bytes: u64) -> Self {
         self.max_file_bytes = bytes;

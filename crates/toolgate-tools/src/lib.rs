@@ -18,10 +18,13 @@
 
 mod apply_patch;
 mod edit;
+mod find;
 mod fs;
+mod grep;
 mod ls;
 pub mod patch;
 mod read;
+pub mod search;
 pub mod text;
 mod write;
 
@@ -32,7 +35,9 @@ use toolgate_sandbox::Workspace;
 
 pub use apply_patch::{ApplyPatchArgs, ApplyPatchTool};
 pub use edit::{EditArgs, EditOp, EditTool, Pass};
+pub use find::{FindArgs, FindTool};
 pub use fs::{Fs, Limits};
+pub use grep::{GrepArgs, GrepTool};
 pub use ls::{LsArgs, LsTool};
 pub use read::{ReadArgs, ReadTool};
 pub use write::{WriteArgs, WriteTool};
@@ -48,6 +53,8 @@ pub fn register_fs_tools(
     registry.register(Arc::new(Typed::new(WriteTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(EditTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(ApplyPatchTool::new(fs.clone()))))?;
+    registry.register(Arc::new(Typed::new(GrepTool::new(fs.clone()))))?;
+    registry.register(Arc::new(Typed::new(FindTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(LsTool::new(fs))))?;
     Ok(())
 }

@@ -31,7 +31,7 @@ pub struct ReadArgs {
     /// First line to show, counting from 1 (default 1).
     #[schemars(range(min = 1))]
     pub offset: Option<u64>,
-    /// How many lines to show (default 2000).
+    /// How many lines to show (default and most: about 2000, what fits one result).
     #[schemars(range(min = 1))]
     pub limit: Option<u64>,
 }
@@ -105,7 +105,10 @@ fn read(
         })));
     }
     let offset = args.offset.unwrap_or(1).max(1);
-    let limit = args.limit.unwrap_or(limits.read_lines as u64).max(1);
+    let limit = args
+        .limit
+        .unwrap_or(limits.read_lines as u64)
+        .clamp(1, limits.read_lines as u64);
     let page = Page::collect(reader, offset, limit, stat.size, limits)
         .map_err(|e| io_error(&place.shown, &e))?;
     page.render(place, offset, stat.size)
@@ -233,8 +236,14 @@ impl Page {
                 }
                 continue;
             }
+            let decoded = String::from_utf8_lossy(body);
+            let shown = text::cut_line(&decoded, limits.line_chars);
+            let row = format!("{number:>6}\t{shown}\n");
+            // The whole row must fit the byte budget (one row at least, so
+            // paging always advances).
             let over_lines = number >= offset + limit;
-            let over_bytes = page.shown.len() >= limits.read_bytes;
+            let over_bytes =
+                page.last >= offset && page.shown.len() + row.len() > limits.read_bytes;
             if over_lines || over_bytes {
                 page.next = Some(number);
                 if !full_scan {
@@ -242,11 +251,9 @@ impl Page {
                 }
                 continue;
             }
-            let decoded = String::from_utf8_lossy(body);
             page.invalid_utf8 |= matches!(decoded, std::borrow::Cow::Owned(_));
-            let shown = text::cut_line(&decoded, limits.line_chars);
             page.cut += u64::from(matches!(shown, std::borrow::Cow::Owned(_)));
-            page.shown.push_str(&format!("{number:>6}\t{shown}\n"));
+            page.shown.push_str(&row);
             page.last = number;
         }
         if full_scan {

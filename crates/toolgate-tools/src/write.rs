@@ -82,7 +82,7 @@ fn write(place: &Located, args: &WriteArgs, max: u64) -> Result<ToolOutput, Tool
         check_expected(place, previous.as_deref(), expected)?;
     }
     let bytes = args.content.as_bytes();
-    let created = if args.create_only || previous.is_none() {
+    if args.create_only {
         place
             .jail
             .create_new(&place.rel, bytes)
@@ -94,11 +94,11 @@ fn write(place: &Located, args: &WriteArgs, max: u64) -> Result<ToolOutput, Tool
                 )),
                 other => jail_error(other),
             })?;
-        true
     } else {
+        // Also through a symlink inside the root whose target is missing.
         place.jail.write(&place.rel, bytes).map_err(jail_error)?;
-        false
-    };
+    }
+    let created = previous.is_none();
     let lines = args.content.lines().count();
     let verb = if created { "Created" } else { "Replaced" };
     Ok(ToolOutput::text(format!(

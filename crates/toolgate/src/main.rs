@@ -194,8 +194,12 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Executor> {
     let mut registry = Registry::new();
     let workspace = sandbox::workspace(settings, env)?;
-    let limits =
-        toolgate_tools::Limits::default().max_file_bytes(settings.policy.resources.max_file_bytes);
+    let resources = &settings.policy.resources;
+    let limits = toolgate_tools::Limits::within(
+        resources.max_output_bytes,
+        resources.max_output_lines,
+        resources.max_file_bytes,
+    );
     toolgate_tools::register_fs_tools(&mut registry, workspace, limits)?;
     if demo {
         demo::register(&mut registry)?;

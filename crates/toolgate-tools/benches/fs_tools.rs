@@ -1,0 +1,87 @@
+//! One call of each file tool, in process, through the whole Executor
+//! (validation, policy, the tool, output bounding) on a real directory:
+//! the cost an agent pays per call before any MCP transport.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use toolgate_core::{CallContext, Registry};
+use toolgate_policy::{Executor, Policy};
+use toolgate_sandbox::{LocalWorkspace, Sandbox, SandboxConfig};
+use toolgate_tools::{Limits, register_fs_tools};
+
+/// A small source tree: `src/` with 200 files, one 2000-line file.
+fn tree(root: &Path) {
+    std::fs::create_dir_all(root.join("src/nested")).unwrap();
+    for i in 0..200 {
+        let body = format!("// file {i}\nfn f{i}() -> u32 {{\n    {i}\n}}\n");
+        std::fs::write(root.join(format!("src/m{i:03}.rs")), body).unwrap();
+    }
+    let mut long = String::new();
+    for i in 0..2000 {
+        writeln!(
+            long,
+            "line {i}: the quick brown fox jumps over the lazy dog"
+        )
+        .unwrap();
+    }
+    std::fs::write(root.join("big.txt"), long).unwrap();
+}
+
+fn executor(root: &Path, state: PathBuf) -> Executor {
+    let sandbox = Sandbox::new(SandboxConfig::new(PathBuf::from("/nonexistent"), state)).unwrap();
+    let ws = LocalWorkspace::new("bench", vec![root.to_owned()], root.to_owned(), sandbox).unwrap();
+    let mut registry = Registry::new();
+    register_fs_tools(&mut registry, Arc::new(ws), Limits::default()).unwrap();
+    Executor::builder(registry)
+        .policy(Policy::standard())
+        .build()
+}
+
+fn calls(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("root");
+    tree(&root);
+    let executor = executor(&root, tmp.path().join("state"));
+    let ctx = CallContext::new("bench", "bench", root.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("fs_tools");
+    let cases: [(&str, &str, Value); 5] = [
+        ("read_2000_lines", "read", json!({"path": "big.txt"})),
+        (
+            "read_page_of_10",
+            "read",
+            json!({"path": "big.txt", "offset": 1000, "limit": 10}),
+        ),
+        ("ls_200_entries", "ls", json!({"path": "src"})),
+        ("ls_tree_depth_3", "ls", json!({"depth": 3})),
+        (
+            "edit_dry_run_2000_lines",
+            "edit",
+            json!({"path": "big.txt", "old_text": "line 1500:", "new_text": "LINE 1500:", "dry_run": true}),
+        ),
+    ];
+    for (id, tool, args) in cases {
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                let out = rt
+                    .block_on(executor.call(tool, args.clone(), &ctx))
+                    .unwrap();
+                black_box(out);
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, calls);
+criterion_main!(benches);

@@ -1,0 +1,292 @@
+//! The `find` engine: lists entries whose path matches a glob, with the same
+//! gitignore-aware walk as `grep`. Symlinks are reported, never followed.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ignore::WalkState;
+use serde::{Deserialize, Serialize};
+use toolgate_sandbox::{EntryKind, Jail};
+
+use crate::search::walk::{self, PathGlobs, SearchError, Target, WalkOptions};
+
+/// What kind of entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryType {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// The order of the results.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SortBy {
+    #[default]
+    Path,
+    /// Newest first (then by path).
+    Modified,
+}
+
+/// The options of [`find`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FindOptions {
+    /// A glob: without `/` it matches the entry's name at any depth ("*.rs");
+    /// with `/` the path relative to the jail root or to the start
+    /// ("src/**/*.rs"). `*` never crosses `/`. Empty: every entry.
+    pub pattern: String,
+    pub kind: Option<EntryType>,
+    /// Size bounds in bytes; when set, only regular files are listed.
+    pub min_size: Option<u64>,
+    pub max_size: Option<u64>,
+    pub hidden: bool,
+    pub no_ignore: bool,
+    pub sort: SortBy,
+    pub offset: usize,
+    pub limit: usize,
+    /// Depth below the start (1: its direct entries).
+    pub max_depth: Option<usize>,
+}
+
+impl Default for FindOptions {
+    fn default() -> FindOptions {
+        FindOptions {
+            pattern: String::new(),
+            kind: None,
+            min_size: None,
+            max_size: None,
+            hidden: false,
+            no_ignore: false,
+            sort: SortBy::Path,
+            offset: 0,
+            limit: 100,
+            max_depth: None,
+        }
+    }
+}
+
+/// One listed entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FindEntry {
+    /// Relative to the jail root, `/`-separated.
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: EntryType,
+    /// Bytes (for a symlink: the link itself).
+    pub size: u64,
+    /// Seconds since the Unix epoch.
+    pub modified: Option<u64>,
+}
+
+/// What [`find`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FindReport {
+    pub entries: Vec<FindEntry>,
+    /// All matching entries, not just this page.
+    pub total: u64,
+    pub truncated: bool,
+    pub next_offset: Option<usize>,
+    #[serde(skip)]
+    offset: usize,
+}
+
+/// Lists the entries under `start` (relative to the jail root) that match.
+pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport, SearchError> {
+    let pattern = PathGlobs::new(std::slice::from_ref(&opts.pattern))?;
+    let walk_opts = WalkOptions {
+        hidden: opts.hidden,
+        no_ignore: opts.no_ignore,
+        max_depth: opts.max_depth,
+        ..WalkOptions::default()
+    };
+    let root = jail.root();
+    let need = opts.offset.saturating_add(opts.limit);
+    let best = Mutex::new(Best {
+        entries: Vec::new(),
+        total: 0,
+        need,
+        sort: opts.sort,
+    });
+    match walk::prepare(jail, start, &walk_opts)? {
+        Target::File(rel) => {
+            let stat = jail.stat(&rel)?;
+            let abs = root.join(&rel);
+            let kind = match stat.kind {
+                EntryKind::Dir => EntryType::Dir,
+                EntryKind::Symlink => EntryType::Symlink,
+                EntryKind::File | EntryKind::Other => EntryType::File,
+            };
+            let entry = FindEntry {
+                path: walk::display_rel(&rel),
+                kind,
+                size: stat.size,
+                modified: stat.modified.and_then(unix_seconds),
+            };
+            if pattern.is_match(&abs, root, &abs) && wanted(opts, &entry) {
+                lock(&best).push(entry);
+            }
+        }
+        Target::Dir(builder) => {
+            let start_abs = root.join(jail.relative(start)?);
+            builder.build_parallel().run(|| {
+                let (best, pattern, start_abs) = (&best, &pattern, &start_abs);
+                Box::new(move |entry| {
+                    let Ok(entry) = entry else {
+                        return WalkState::Continue;
+                    };
+                    if entry.depth() == 0 || !pattern.is_match(entry.path(), root, start_abs) {
+                        return WalkState::Continue;
+                    }
+                    let Some(found) = describe(root, &entry) else {
+                        return WalkState::Continue;
+                    };
+                    if wanted(opts, &found) {
+                        lock(best).push(found);
+                    }
+                    WalkState::Continue
+                })
+            });
+        }
+    }
+    let best = best
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(best.report(opts.offset))
+}
+
+fn lock(best: &Mutex<Best>) -> std::sync::MutexGuard<'_, Best> {
+    best.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn describe(root: &Path, entry: &ignore::DirEntry) -> Option<FindEntry> {
+    let file_type = entry.file_type()?;
+    let kind = if file_type.is_symlink() {
+        EntryType::Symlink
+    } else if file_type.is_dir() {
+        EntryType::Dir
+    } else if file_type.is_file() {
+        EntryType::File
+    } else {
+        return None;
+    };
+    // The walker does not follow symlinks, so this is lstat.
+    let meta = entry.metadata().ok();
+    Some(FindEntry {
+        path: walk::rel_string(root, entry.path())?,
+        kind,
+        size: meta.as_ref().map_or(0, std::fs::Metadata::len),
+        modified: meta.and_then(|m| m.modified().ok()).and_then(unix_seconds),
+    })
+}
+
+fn wanted(opts: &FindOptions, entry: &FindEntry) -> bool {
+    if opts.kind.is_some_and(|k| k != entry.kind) {
+        return false;
+    }
+    if opts.min_size.is_some() || opts.max_size.is_some() {
+        return entry.kind == EntryType::File
+            && opts.min_size.is_none_or(|min| entry.size >= min)
+            && opts.max_size.is_none_or(|max| entry.size <= max);
+    }
+    true
+}
+
+fn unix_seconds(time: SystemTime) -> Option<u64> {
+    time.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+/// The first `need` entries in sort order, kept in bounded memory.
+struct Best {
+    entries: Vec<FindEntry>,
+    total: u64,
+    need: usize,
+    sort: SortBy,
+}
+
+impl Best {
+    fn push(&mut self, entry: FindEntry) {
+        self.total += 1;
+        self.entries.push(entry);
+        if self.entries.len() >= self.need.saturating_mul(2).saturating_add(1024) {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        let sort = self.sort;
+        self.entries.sort_unstable_by(|a, b| compare(sort, a, b));
+        self.entries.truncate(self.need);
+    }
+
+    fn report(mut self, offset: usize) -> FindReport {
+        self.trim();
+        let entries: Vec<FindEntry> = self.entries.drain(..).skip(offset).collect();
+        let end = offset.saturating_add(entries.len());
+        let next = ((self.need as u64) < self.total).then_some(self.need);
+        FindReport {
+            entries,
+            total: self.total,
+            truncated: next.is_some(),
+            next_offset: next.map(|n| n.max(end)),
+            offset,
+        }
+    }
+}
+
+fn compare(sort: SortBy, a: &FindEntry, b: &FindEntry) -> Ordering {
+    match sort {
+        SortBy::Path => a.path.cmp(&b.path),
+        SortBy::Modified => b
+            .modified
+            .cmp(&a.modified)
+            .then_with(|| a.path.cmp(&b.path)),
+    }
+}
+
+impl FindReport {
+    /// One path per line (directories with a trailing `/`), then a
+    /// continuation line when truncated, or `No entries found.`.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if self.total == 0 {
+            return "No entries found.".to_owned();
+        }
+        for entry in &self.entries {
+            out.push_str(&entry.path);
+            if entry.kind == EntryType::Dir {
+                out.push('/');
+            }
+            out.push('\n');
+        }
+        if self.entries.is_empty() {
+            let _ = write!(
+                out,
+                "[no results at offset={}; {} entries in all]",
+                self.offset, self.total
+            );
+        } else if let Some(next) = self.next_offset {
+            let _ = write!(
+                out,
+                "[results {}-{} of {} entries; continue with offset={next}]",
+                self.offset + 1,
+                self.offset + self.entries.len(),
+                self.total
+            );
+        } else {
+            out.pop();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
