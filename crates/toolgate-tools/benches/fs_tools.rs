@@ -55,7 +55,7 @@ fn calls(c: &mut Criterion) {
         .build()
         .unwrap();
     let mut group = c.benchmark_group("fs_tools");
-    let cases: [(&str, &str, Value); 5] = [
+    let cases: [(&str, &str, Value); 8] = [
         ("read_2000_lines", "read", json!({"path": "big.txt"})),
         (
             "read_page_of_10",
@@ -64,6 +64,17 @@ fn calls(c: &mut Criterion) {
         ),
         ("ls_200_entries", "ls", json!({"path": "src"})),
         ("ls_tree_depth_3", "ls", json!({"depth": 3})),
+        ("find_glob_200_files", "find", json!({"pattern": "*.rs"})),
+        (
+            "grep_literal_201_files",
+            "grep",
+            json!({"pattern": "fn f1", "fixed_strings": true}),
+        ),
+        (
+            "grep_regex_201_files",
+            "grep",
+            json!({"pattern": r"fn f\d+\(\)", "limit": 10}),
+        ),
         (
             "edit_dry_run_2000_lines",
             "edit",

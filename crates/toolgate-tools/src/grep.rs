@@ -124,9 +124,7 @@ impl TypedTool for GrepTool {
         };
         blocking(move || {
             let report = grep(&place.jail, &place.rel, &options).map_err(search_error)?;
-            let facts = serde_json::to_value(&report)
-                .map_err(|e| ToolError::Failed(format!("internal error: {e}")))?;
-            Ok(ToolOutput::text(report.render()).with_structured(facts))
+            Ok(ToolOutput::text(report.render()).with_structured(report.facts()))
         })
         .await
     }

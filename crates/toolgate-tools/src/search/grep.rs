@@ -158,6 +158,42 @@ pub struct GrepReport {
     pub(crate) offset: usize,
 }
 
+impl GrepReport {
+    /// The facts for a client, without the page's texts (those are in
+    /// [`GrepReport::render`]): per file its path, its count and the line
+    /// numbers of the page's matches.
+    pub fn facts(&self) -> serde_json::Value {
+        let results: Vec<serde_json::Value> = self
+            .results
+            .iter()
+            .map(|file| {
+                let lines: Vec<u64> = file
+                    .matches
+                    .iter()
+                    .filter(|l| l.kind == LineKind::Match)
+                    .map(|l| l.line)
+                    .collect();
+                let mut entry = serde_json::json!({"path": file.path, "count": file.count});
+                if !lines.is_empty() {
+                    entry["lines"] = serde_json::json!(lines);
+                }
+                entry
+            })
+            .collect();
+        serde_json::json!({
+            "mode": self.mode,
+            "results": results,
+            "files_with_matches": self.files_with_matches,
+            "total_matches": self.total_matches,
+            "files_searched": self.files_searched,
+            "binary_files_skipped": self.binary_files_skipped,
+            "unreadable_files_skipped": self.unreadable_files_skipped,
+            "truncated": self.truncated,
+            "next_offset": self.next_offset,
+        })
+    }
+}
+
 /// Searches `start` (relative to the jail root; a directory is walked, a file
 /// is searched alone) for `opts.pattern`.
 pub fn grep(jail: &Jail, start: &Path, opts: &GrepOptions) -> Result<GrepReport, SearchError> {
