@@ -19,6 +19,11 @@ pub enum ToolEventKind {
         /// The tool's own failure flag.
         is_error: bool,
     },
+    /// The running tool reported progress (an output line, a step).
+    Progress {
+        /// What it reported.
+        message: String,
+    },
     /// The call did not run to the end: refused by a check, or the tool failed.
     Error {
         /// What went wrong.

@@ -2,6 +2,7 @@
 //! that lets a tool be written against a Rust struct.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -10,6 +11,54 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::spec::ToolSpec;
+
+/// Where a running tool reports progress, such as the output lines of a
+/// long command. Surfaces listen (MCP sends progress notifications, the
+/// Executor emits `Progress` events); without a listener reporting costs
+/// nothing.
+#[derive(Clone, Default)]
+pub struct Progress(Option<Arc<ProgressListener>>);
+
+/// What listens to a [`Progress`].
+type ProgressListener = dyn Fn(&str) + Send + Sync;
+
+impl Progress {
+    /// Progress delivered to `listener`.
+    pub fn new(listener: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Progress(Some(Arc::new(listener)))
+    }
+
+    /// Reports one message.
+    pub fn report(&self, message: &str) {
+        if let Some(listener) = &self.0 {
+            listener(message);
+        }
+    }
+
+    /// Whether anyone listens.
+    pub fn is_listening(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(listening)"
+        } else {
+            "Progress(none)"
+        })
+    }
+}
+
+/// Listeners are not part of a context's identity.
+impl PartialEq for Progress {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Progress {}
 
 /// Who is calling and from where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +72,9 @@ pub struct CallContext {
     pub cwd: PathBuf,
     /// The workspace roots the caller may work in (default: its cwd).
     pub roots: Vec<PathBuf>,
+    /// Where the tool reports progress while it runs.
+    #[serde(skip)]
+    pub progress: Progress,
 }
 
 impl CallContext {
@@ -33,7 +85,14 @@ impl CallContext {
             caller: caller.into(),
             roots: vec![cwd.clone()],
             cwd,
+            progress: Progress::default(),
         }
+    }
+
+    /// Sets where progress goes.
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = progress;
+        self
     }
 
     /// Sets the workspace roots.

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 use toolgate_core::{
-    CallContext, Content, Decision, EventSink, InputMode, RegisteredTool, Registry, ToolEvent,
-    ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
+    CallContext, Content, Decision, EventSink, InputMode, Progress, RegisteredTool, Registry,
+    ToolEvent, ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
 };
 
 use crate::access::Access;
@@ -215,6 +215,7 @@ impl Executor {
             return fail(error, Some(&cleared.decision));
         }
         event(ToolEventKind::Start, Some(&cleared.decision));
+        let ctx = &self.with_progress_events(name, ctx);
         let output = match cleared.tool.handler().call(cleared.args, ctx).await {
             Ok(output) => output,
             Err(source) => {
@@ -239,6 +240,35 @@ impl Executor {
             decision: cleared.decision,
             duration: started.elapsed(),
         })
+    }
+
+    /// `ctx` whose progress also reaches every event sink, as `Progress`
+    /// events of this call.
+    fn with_progress_events(&self, name: &str, ctx: &CallContext) -> CallContext {
+        if self.sinks.is_empty() {
+            return ctx.clone();
+        }
+        let sinks = self.sinks.clone();
+        let upstream = ctx.progress.clone();
+        let template = ToolEvent::new(
+            ToolEventKind::Progress {
+                message: String::new(),
+            },
+            name,
+            &ctx.call_id,
+            &ctx.caller,
+        );
+        let progress = Progress::new(move |message: &str| {
+            let mut event = template.clone();
+            event.kind = ToolEventKind::Progress {
+                message: message.to_owned(),
+            };
+            for sink in &sinks {
+                sink.emit(&event);
+            }
+            upstream.report(message);
+        });
+        ctx.clone().with_progress(progress)
     }
 
     /// Stages lookup to rules. With `report`, every stage is evaluated and

@@ -537,3 +537,62 @@ async fn path_arguments_hidden_in_other_shapes_are_refused() {
     assert!(exec.call("gh_read", json!({}), &ctx()).await.is_ok());
     assert_eq!(f.runs(), 2);
 }
+
+/// Reports three steps of progress, then finishes.
+struct Stepper(ToolSpec);
+
+#[async_trait]
+impl ToolHandler for Stepper {
+    async fn call(&self, _args: Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        for step in ["one", "two", "three"] {
+            ctx.progress.report(step);
+        }
+        Ok(ToolOutput::text("done"))
+    }
+}
+
+impl Tool for Stepper {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+}
+
+#[tokio::test]
+async fn progress_reaches_every_sink_and_the_callers_listener_in_order() {
+    let mut registry = Registry::new();
+    let spec = ToolSpec::new("stepper", "Reports progress.", EffectClass::Read);
+    registry.register(Arc::new(Stepper(spec))).unwrap();
+    let events = Arc::new(Mutex::new(Vec::<ToolEvent>::new()));
+    let sink = events.clone();
+    let executor = Executor::builder(registry)
+        .subscribe(Arc::new(move |e: &ToolEvent| {
+            sink.lock().unwrap().push(e.clone())
+        }))
+        .build();
+    let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+    let listener = heard.clone();
+    let ctx = ctx().with_progress(toolgate_core::Progress::new(move |m: &str| {
+        listener.lock().unwrap().push(m.to_owned())
+    }));
+    executor.call("stepper", json!({}), &ctx).await.unwrap();
+    let phases: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| match &e.kind {
+            ToolEventKind::Progress { message } => format!("progress {message}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "Start",
+            "progress one",
+            "progress two",
+            "progress three",
+            "End { is_error: false }"
+        ]
+    );
+    assert_eq!(*heard.lock().unwrap(), ["one", "two", "three"]);
+}

@@ -15,7 +15,7 @@ use cleanup::{Audit, Placeholders};
 
 use crate::plan::{BwrapPlan, PlanError, PlanFiles, RealHost};
 use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
-use crate::runner::{self, ExecOutcome, ExecRequest, ResourceLimits, RunnerError};
+use crate::runner::{self, ExecOutcome, ExecRequest, ResourceLimits, RunnerError, Stream};
 use crate::spec::{NetworkMode, SandboxSpec};
 use crate::stage2::{Stage2Args, encode_env};
 
@@ -252,6 +252,17 @@ impl Sandbox {
         spec: &SandboxSpec,
         command: SandboxCommand,
     ) -> Result<SandboxOutcome, SandboxError> {
+        self.run_streaming(spec, command, &mut |_, _| {}).await
+    }
+
+    /// Like [`Sandbox::run`], calling `on_line(stream, line)` for every
+    /// output line as it arrives (see [`runner::run_streaming`]).
+    pub async fn run_streaming(
+        &self,
+        spec: &SandboxSpec,
+        command: SandboxCommand,
+        on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
+    ) -> Result<SandboxOutcome, SandboxError> {
         if command.argv.is_empty() {
             return Err(SandboxError::EmptyCommand);
         }
@@ -280,7 +291,7 @@ impl Sandbox {
             }
             Backend::None => request(&command, spec, plan.argv, env),
         };
-        let outcome = runner::run(request).await?;
+        let outcome = runner::run_streaming(request, on_line).await?;
         let warnings = audit.after();
         Ok(SandboxOutcome {
             outcome,

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::jail::{EntryInfo, FileStat, Jail, JailError};
 use crate::probe::Backend;
+use crate::runner::Stream;
 use crate::sandbox::{Sandbox, SandboxCommand, SandboxError, SandboxOutcome};
 use crate::spec::{NetworkMode, SandboxSpec};
 
@@ -65,6 +66,14 @@ pub trait Workspace: Send + Sync {
         &self,
         command: SandboxCommand,
         cwd: Option<&Path>,
+    ) -> Result<SandboxOutcome, WorkspaceError>;
+    /// Like [`Workspace::exec`], calling `on_line(stream, line)` for every
+    /// output line as it arrives (progress of long commands).
+    async fn exec_streaming(
+        &self,
+        command: SandboxCommand,
+        cwd: Option<&Path>,
+        on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
     ) -> Result<SandboxOutcome, WorkspaceError>;
     /// Reads a file, at most `limit` bytes.
     async fn read_file(&self, path: &Path, limit: u64) -> Result<Vec<u8>, WorkspaceError>;
@@ -191,6 +200,15 @@ impl Workspace for LocalWorkspace {
         command: SandboxCommand,
         cwd: Option<&Path>,
     ) -> Result<SandboxOutcome, WorkspaceError> {
+        self.exec_streaming(command, cwd, &mut |_, _| {}).await
+    }
+
+    async fn exec_streaming(
+        &self,
+        command: SandboxCommand,
+        cwd: Option<&Path>,
+        on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
+    ) -> Result<SandboxOutcome, WorkspaceError> {
         let dir = match cwd {
             Some(dir) => {
                 // Resolved through the jail: a cwd that escapes is refused.
@@ -206,7 +224,7 @@ impl Workspace for LocalWorkspace {
             .network(self.network)
             .cwd(dir);
         spec.writable_roots = self.roots.clone();
-        Ok(self.sandbox.run(&spec, command).await?)
+        Ok(self.sandbox.run_streaming(&spec, command, on_line).await?)
     }
 
     async fn read_file(&self, path: &Path, limit: u64) -> Result<Vec<u8>, WorkspaceError> {

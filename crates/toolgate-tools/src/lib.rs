@@ -17,6 +17,7 @@
 //! This crate is not the boundary for commands: those run in the sandbox.
 
 mod apply_patch;
+mod bash;
 mod edit;
 mod find;
 mod fs;
@@ -34,6 +35,7 @@ use toolgate_core::{Registry, ToolRegistrationError, Typed};
 use toolgate_sandbox::Workspace;
 
 pub use apply_patch::{ApplyPatchArgs, ApplyPatchTool};
+pub use bash::{BashArgs, BashTool, RuntimeConfig};
 pub use edit::{EditArgs, EditOp, EditTool, Pass};
 pub use find::{FindArgs, FindTool};
 pub use fs::{Fs, Limits};
@@ -56,5 +58,15 @@ pub fn register_fs_tools(
     registry.register(Arc::new(Typed::new(GrepTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(FindTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(LsTool::new(fs))))?;
+    Ok(())
+}
+
+/// Registers the runtime tools (`bash`) over `fs`.
+pub fn register_runtime_tools(
+    registry: &mut Registry,
+    fs: Arc<Fs>,
+    config: RuntimeConfig,
+) -> Result<(), ToolRegistrationError> {
+    registry.register(Arc::new(Typed::new(BashTool::new(fs, config))))?;
     Ok(())
 }

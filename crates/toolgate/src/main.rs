@@ -200,7 +200,13 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
         resources.max_output_lines,
         resources.max_file_bytes,
     );
-    toolgate_tools::register_fs_tools(&mut registry, workspace, limits)?;
+    toolgate_tools::register_fs_tools(&mut registry, workspace.clone(), limits)?;
+    let fs = std::sync::Arc::new(toolgate_tools::Fs::new(workspace, limits));
+    toolgate_tools::register_runtime_tools(
+        &mut registry,
+        fs,
+        toolgate_tools::RuntimeConfig::default(),
+    )?;
     if demo {
         demo::register(&mut registry)?;
     }

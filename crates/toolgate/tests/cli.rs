@@ -93,26 +93,27 @@ fn tools_lists_class_idempotency_group_and_status() {
     assert_eq!(
         stdout(&o),
         "policy standard (cap mutate-irreversible), tool preset none, config: embedded defaults\n\
-NAME         CLASS                IDEMPOTENCY       GROUP         STATUS\n\
-apply_patch  mutate-reversible    check-before-act  group:fs      active\n\
-demo_echo    read                 -                 group:demo    active\n\
-demo_flood   read                 -                 group:demo    active\n\
-demo_shell   mutate-irreversible  at-most-once      group:demo    active\n\
-demo_touch   mutate-reversible    check-before-act  group:demo    active\n\
-demo_wipe    destructive          at-most-once      group:demo    inactive: effect class destructive exceeds the policy cap mutate-irreversible\n\
-edit         mutate-reversible    check-before-act  group:fs      active\n\
-find         read                 -                 group:search  active\n\
-grep         read                 -                 group:search  active\n\
-ls           read                 -                 group:fs      active\n\
-read         read                 -                 group:fs      active\n\
-write        mutate-reversible    check-before-act  group:fs      active\n\
-11 of 12 tools active\n"
+NAME         CLASS                IDEMPOTENCY       GROUP          STATUS\n\
+apply_patch  mutate-reversible    check-before-act  group:fs       active\n\
+bash         mutate-reversible    at-most-once      group:runtime  active\n\
+demo_echo    read                 -                 group:demo     active\n\
+demo_flood   read                 -                 group:demo     active\n\
+demo_shell   mutate-irreversible  at-most-once      group:demo     active\n\
+demo_touch   mutate-reversible    check-before-act  group:demo     active\n\
+demo_wipe    destructive          at-most-once      group:demo     inactive: effect class destructive exceeds the policy cap mutate-irreversible\n\
+edit         mutate-reversible    check-before-act  group:fs       active\n\
+find         read                 -                 group:search   active\n\
+grep         read                 -                 group:search   active\n\
+ls           read                 -                 group:fs       active\n\
+read         read                 -                 group:fs       active\n\
+write        mutate-reversible    check-before-act  group:fs       active\n\
+12 of 13 tools active\n"
     );
     // Without --demo: the built-in tools; readonly leaves the reading ones.
     let o = s.run(&["tools", "--policy", "readonly"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).ends_with("4 of 7 tools active\n"),
+        stdout(&o).ends_with("4 of 8 tools active\n"),
         "{}",
         stdout(&o)
     );
@@ -125,7 +126,7 @@ write        mutate-reversible    check-before-act  group:fs      active\n\
     let o = s.run(&["--demo", "tools", "--json"]);
     let parsed: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
-        parsed[3],
+        parsed[4],
         json!({"name": "demo_shell", "effect_class": "mutate-irreversible", "idempotency": "at-most-once",
                "group": "group:demo", "version": null, "deferred": false, "active": true, "reason": null})
     );

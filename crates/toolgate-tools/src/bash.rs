@@ -1,0 +1,270 @@
+//! `bash`: a shell script run as `bash -c` inside the sandbox.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_core::{
+    CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
+};
+use toolgate_policy::ResourcePolicy;
+use toolgate_sandbox::SandboxCommand;
+use toolgate_sandbox::runner::Stream;
+
+use crate::fs::{Fs, workspace_error};
+
+/// Most bytes of a command's combined output kept for the output file.
+const FULL_OUTPUT_CAP: usize = 64 << 20;
+
+/// How the runtime tools run commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// Timeout when a call gives none.
+    pub default_timeout: Duration,
+    /// Longest timeout a call may ask for.
+    pub max_timeout: Duration,
+    /// Where full outputs are kept: relative to the first workspace root,
+    /// so the agent can read and grep them.
+    pub output_dir: String,
+    /// Host variables every command sees, by name (operator's choice; an
+    /// agent cannot name host variables itself).
+    pub pass_env: Vec<String>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            output_dir: ".toolgate/output".to_owned(),
+            pass_env: Vec::new(),
+        }
+    }
+}
+
+/// Arguments of `bash`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashArgs {
+    /// The script, run as `bash -c` (pipes, `&&`, loops and heredocs work).
+    pub command: String,
+    /// Working directory, relative to the workspace (default: its working directory).
+    pub cwd: Option<String>,
+    /// Seconds before the command's whole process group is killed (default 120).
+    #[schemars(range(min = 1))]
+    pub timeout: Option<u64>,
+    /// Text fed to the command's standard input.
+    pub stdin: Option<String>,
+    /// Environment variables to set for this command: {"NAME": "value"}.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The `bash` tool.
+pub struct BashTool {
+    fs: Arc<Fs>,
+    config: RuntimeConfig,
+}
+
+impl BashTool {
+    /// `bash` over `fs`.
+    pub fn new(fs: Arc<Fs>, config: RuntimeConfig) -> BashTool {
+        BashTool { fs, config }
+    }
+}
+
+const DESCRIPTION: &str = "Run a shell script (`bash -c`) in the sandbox: writes are confined to \
+the workspace, the network is off unless the policy opens it, and the whole process group is \
+killed at the timeout (default 120 s). Use it to build, test, run programs and use tools that \
+have no dedicated tool. Returns stdout, stderr, the exit code (a non-zero exit is a normal \
+result), the signal and whether it timed out; a long output keeps its head and tail and the \
+whole of it is saved to a file whose path is given. Prefer read, grep, find, ls and edit for \
+files; use process_start for servers and watchers that keep running.";
+
+#[async_trait]
+impl TypedTool for BashTool {
+    type Args = BashArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("bash", DESCRIPTION, EffectClass::MutateReversible)
+            .idempotency(Idempotency::AtMostOnce)
+            .group("group:runtime")
+            .command_arg("/command")
+            .path_arg("/cwd")
+    }
+
+    async fn run(&self, args: BashArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let timeout = match args.timeout {
+            Some(secs) => Duration::from_secs(secs),
+            None => self.config.default_timeout,
+        };
+        if timeout > self.config.max_timeout {
+            return Err(ToolError::InvalidArguments(format!(
+                "timeout {} s is over the limit of {} s; use process_start for longer work",
+                timeout.as_secs(),
+                self.config.max_timeout.as_secs()
+            )));
+        }
+        let mut command = SandboxCommand::shell(&args.command).timeout(timeout);
+        for name in &self.config.pass_env {
+            command = command.pass_env(name.clone());
+        }
+        for (name, value) in &args.env {
+            check_env_name(name)?;
+            command = command.set_env(name.clone(), value.clone());
+        }
+        if let Some(stdin) = args.stdin {
+            command = command.stdin(stdin.into_bytes());
+        }
+        let mut full = FullOutput::default();
+        let progress = &ctx.progress;
+        let mut on_line = |stream: Stream, line: &str| {
+            full.push(stream, line);
+            progress.report(line);
+        };
+        let outcome = self
+            .fs
+            .workspace()
+            .exec_streaming(command, args.cwd.as_deref().map(Path::new), &mut on_line)
+            .await
+            .map_err(workspace_error)?;
+        let run = &outcome.outcome;
+        let mut text = String::new();
+        text.push_str(&run.stdout);
+        if !run.stderr.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            let _ = writeln!(text, "[stderr]");
+            text.push_str(&run.stderr);
+        }
+        let limits = self.fs.limits();
+        let caps = ResourcePolicy {
+            max_output_bytes: limits.read_bytes,
+            max_output_lines: limits.read_lines,
+            ..ResourcePolicy::default()
+        };
+        let bounded = caps.bound(&text);
+        let cut = bounded.truncated() || run.stdout_truncated || run.stderr_truncated;
+        let mut text = bounded.text;
+        let saved = if cut {
+            Some(self.save(&ctx.call_id, &full).await?)
+        } else {
+            None
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        if let Some(path) = &saved {
+            let _ = writeln!(
+                text,
+                "[output cut; the whole of it ({} lines) is in {path}: read or grep it]",
+                full.lines
+            );
+        }
+        let status = if run.timed_out {
+            format!(
+                "timed out after {} s; the process group was killed",
+                timeout.as_secs()
+            )
+        } else if let Some(signal) = run.signal {
+            format!("killed by signal {signal}")
+        } else {
+            format!("exit code {}", run.exit_code)
+        };
+        let _ = writeln!(text, "[{status}; {:.1} s]", run.duration_ms as f64 / 1000.0);
+        for warning in outcome.unsandboxed.iter().chain(&outcome.warnings) {
+            let _ = writeln!(text, "[{warning}]");
+        }
+        Ok(ToolOutput::text(text).with_structured(json!({
+            "exit_code": run.exit_code,
+            "signal": run.signal,
+            "timed_out": run.timed_out,
+            "duration_ms": run.duration_ms,
+            "stdout_bytes": full.stdout_bytes,
+            "stderr_bytes": full.stderr_bytes,
+            "truncated": cut,
+            "output_file": saved,
+            "backend": outcome.backend,
+        })))
+    }
+}
+
+impl BashTool {
+    /// Saves the whole output in the output directory; returns its path as
+    /// the model should use it.
+    async fn save(&self, call_id: &str, full: &FullOutput) -> Result<String, ToolError> {
+        let name: String = call_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(80)
+            .collect();
+        let path = format!("{}/bash-{name}.log", self.config.output_dir);
+        let place = self.fs.locate(&path)?;
+        let mut bytes = full.text.clone().into_bytes();
+        if full.capped {
+            bytes.extend_from_slice(b"\n[toolgate kept only the first 64 MiB of output]\n");
+        }
+        let jail = place.jail.clone();
+        let rel = place.rel.clone();
+        crate::fs::blocking(move || jail.write(&rel, &bytes).map_err(crate::fs::jail_error))
+            .await?;
+        Ok(place.shown)
+    }
+}
+
+/// The combined output in arrival order, for the output file.
+#[derive(Default)]
+struct FullOutput {
+    text: String,
+    lines: u64,
+    stdout_bytes: u64,
+    stderr_bytes: u64,
+    capped: bool,
+}
+
+impl FullOutput {
+    fn push(&mut self, stream: Stream, line: &str) {
+        let bytes = line.len() as u64 + 1;
+        match stream {
+            Stream::Stdout => self.stdout_bytes += bytes,
+            Stream::Stderr => self.stderr_bytes += bytes,
+        }
+        self.lines += 1;
+        if self.text.len() + line.len() < FULL_OUTPUT_CAP {
+            self.text.push_str(line);
+            self.text.push('\n');
+        } else {
+            self.capped = true;
+        }
+    }
+}
+
+/// A variable name a shell accepts: `[A-Za-z_][A-Za-z0-9_]*`.
+fn check_env_name(name: &str) -> Result<(), ToolError> {
+    let mut chars = name.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ToolError::InvalidArguments(format!(
+            "environment variable name {name:?} is not valid; use letters, digits and _ (not first)"
+        )))
+    }
+}

@@ -1,0 +1,175 @@
+//! The `bash` tool through the real `toolgate` binary: the script runs in
+//! the sandbox (the binary is its own stage 2), and its result is structured.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new() -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("project/sub")).unwrap();
+        std::fs::write(dir.path().join("outside.txt"), "outside\n").unwrap();
+        Project { dir }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    /// `toolgate call bash ARGS --json` with `extra` host variables; the
+    /// exit code and the parsed result (or the error text).
+    fn bash(&self, args: Value, extra: &[(&str, &str)]) -> (i32, Value, String) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.args(["call", "bash", &args.to_string(), "--json"])
+            .current_dir(self.root())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path().join("home"));
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let body: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        // With --json a refusal is a JSON object with an `error` too.
+        let err = match body["error"].as_str() {
+            Some(error) => error.to_owned(),
+            None => String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        (o.status.code().unwrap_or(-1), body, err)
+    }
+}
+
+fn text(body: &Value) -> &str {
+    body["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn exit_codes_and_stderr_are_results_not_errors() {
+    let p = Project::new();
+    let (code, body, err) = p.bash(json!({"command": "echo out; echo err >&2; exit 3"}), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(body["structured"]["exit_code"], json!(3));
+    assert_eq!(body["structured"]["signal"], json!(null));
+    assert_eq!(body["structured"]["timed_out"], json!(false));
+    assert_eq!(body["is_error"], json!(false));
+    assert!(
+        text(&body).starts_with("out\n[stderr]\nerr\n[exit code 3; "),
+        "{}",
+        text(&body)
+    );
+}
+
+#[test]
+fn a_signal_death_is_reported() {
+    let p = Project::new();
+    let (_, body, err) = p.bash(json!({"command": "kill -KILL $$"}), &[]);
+    // Shell convention: 128 + 9, whether or not the signal itself is known.
+    assert_eq!(body["structured"]["exit_code"], json!(137), "{err}");
+}
+
+#[test]
+fn the_timeout_kills_the_whole_process_group() {
+    let p = Project::new();
+    // A background loop ticks into a file; it must stop with the group.
+    let script = "(while true; do echo t >> tick; sleep 0.05; done) & sleep 300";
+    let (_, body, err) = p.bash(json!({"command": script, "timeout": 1}), &[]);
+    assert_eq!(body["structured"]["timed_out"], json!(true), "{err}");
+    assert!(text(&body).contains("timed out after 1 s; the process group was killed"));
+    let tick = p.root().join("tick");
+    let before = std::fs::metadata(&tick).unwrap().len();
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        std::fs::metadata(&tick).unwrap().len(),
+        before,
+        "a child outlived the timeout"
+    );
+}
+
+#[test]
+fn long_output_keeps_head_and_tail_and_saves_the_whole_of_it() {
+    let p = Project::new();
+    let (_, body, err) = p.bash(json!({"command": "seq 1 100000"}), &[]);
+    let facts = &body["structured"];
+    assert_eq!(facts["truncated"], json!(true), "{err}");
+    let shown = text(&body);
+    assert!(shown.starts_with("1\n2\n3\n"));
+    assert!(shown.contains("lines omitted"), "{shown}");
+    assert!(shown.contains("100000\n"), "the tail is kept");
+    let file = facts["output_file"].as_str().unwrap();
+    assert!(file.starts_with(".toolgate/output/bash-"), "{file}");
+    let saved = std::fs::read_to_string(p.root().join(file)).unwrap();
+    let expected: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+    assert!(
+        saved == expected,
+        "the saved output is not the whole output"
+    );
+    assert!(shown.contains(file), "the path is given to the model");
+}
+
+#[test]
+fn stdin_cwd_and_variables() {
+    let p = Project::new();
+    let (_, body, err) = p.bash(
+        json!({"command": "cat; pwd", "stdin": "fed\n", "cwd": "sub"}),
+        &[],
+    );
+    let root = std::fs::canonicalize(p.root()).unwrap();
+    assert!(
+        text(&body).starts_with(&format!("fed\n{}\n", root.join("sub").display())),
+        "{} {err}",
+        text(&body)
+    );
+    let (_, body, _) = p.bash(
+        json!({"command": "echo \"$GREETING\"", "env": {"GREETING": "hello"}}),
+        &[],
+    );
+    assert!(text(&body).starts_with("hello\n"), "{}", text(&body));
+    let (code, _, err) = p.bash(json!({"command": "true", "env": {"BAD NAME": "x"}}), &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not valid"), "{err}");
+}
+
+#[test]
+fn host_secrets_stay_outside() {
+    let p = Project::new();
+    let (_, body, err) = p.bash(
+        json!({"command": "echo \"[$AWS_SECRET_ACCESS_KEY][$GITHUB_TOKEN]\"; env | grep -c SECRET || true"}),
+        &[("AWS_SECRET_ACCESS_KEY", "hunter2"), ("GITHUB_TOKEN", "ghp_x")],
+    );
+    assert!(
+        text(&body).starts_with("[][]\n0\n"),
+        "{} {err}",
+        text(&body)
+    );
+    assert!(!body.to_string().contains("hunter2"));
+}
+
+#[test]
+fn cwd_escapes_are_refused_and_writes_stay_inside() {
+    let p = Project::new();
+    for cwd in ["..", "/", "../project/../..", "/etc"] {
+        let (code, _, err) = p.bash(json!({"command": "touch pwned", "cwd": cwd}), &[]);
+        assert_eq!(code, 1, "cwd {cwd} was accepted");
+        assert!(err.contains("outside"), "{cwd}: {err}");
+    }
+    let outside = p.dir.path().join("outside.txt");
+    let script = format!("echo pwned > {0}; echo pwned > {0}.new", outside.display());
+    // The write may "succeed" on the sandbox's private /tmp; the host's
+    // file must not change.
+    let (_, body, err) = p.bash(json!({ "command": script }), &[]);
+    assert!(body["structured"]["exit_code"].is_number(), "{err}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+    assert!(!Path::new(&format!("{}.new", outside.display())).exists());
+    assert!(!p.dir.path().join("pwned").exists());
+}
