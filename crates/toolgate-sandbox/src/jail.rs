@@ -215,6 +215,15 @@ impl Jail {
         Ok((file.into_std(), stat))
     }
 
+    /// Refuses `path` if it is (or lies under) a protected entry, on its text
+    /// alone: a caller planning several writes checks them all before it
+    /// makes the first. The writes themselves check again, where the path
+    /// really leads.
+    pub fn check_writable(&self, path: &Path) -> Result<(), JailError> {
+        let rel = self.relative(path)?;
+        refuse_protected_path(&rel)
+    }
+
     /// Replaces (or creates) a file atomically: a temp file in the same
     /// directory is written, fsynced and renamed over the target. An existing
     /// file keeps its mode; a new one gets 0o644 minus the umask. Missing

@@ -84,7 +84,11 @@ impl TypedTool for ApplyPatchTool {
             return Ok(Vec::new());
         };
         let Ok(patch) = parse(text) else {
-            return Ok(Vec::new());
+            // The patch does not parse (running it says why), but the path
+            // layer still sees every path its headers name, so a denied
+            // path is refused as such (`~/.ssh/...` is a policy matter
+            // before it is a syntax one).
+            return Ok(header_paths(text));
         };
         let mut paths = Vec::new();
         for op in &patch.ops {
@@ -98,6 +102,36 @@ impl TypedTool for ApplyPatchTool {
         }
         Ok(paths)
     }
+}
+
+/// The paths named by the file headers of a patch, as written.
+fn header_paths(text: &str) -> Vec<String> {
+    const HEADERS: [&str; 8] = [
+        "*** Add File:",
+        "*** Delete File:",
+        "*** Update File:",
+        "*** Move to:",
+        "--- ",
+        "+++ ",
+        "rename from ",
+        "rename to ",
+    ];
+    let mut paths = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = HEADERS.iter().find_map(|h| line.strip_prefix(h)) else {
+            continue;
+        };
+        // `--- a/x\t2024-01-01 ...`: the path ends at a tab.
+        let path = rest.split('\t').next().unwrap_or_default().trim();
+        let path = path
+            .strip_prefix("a/")
+            .or_else(|| path.strip_prefix("b/"))
+            .unwrap_or(path);
+        if !path.is_empty() && path != "/dev/null" {
+            paths.push(path.to_owned());
+        }
+    }
+    paths
 }
 
 /// One file's before and after in the virtual tree.
@@ -307,6 +341,19 @@ impl Plan {
 
     fn finish(self, dry_run: bool, max: u64) -> Result<ToolOutput, ToolError> {
         for slot in self.slots.values() {
+            // Every file the patch changes is checked before anything is
+            // written (a dry run answers like the real one): a protected
+            // entry refused halfway would leave its new parents behind.
+            if slot.before != slot.after {
+                slot.place
+                    .jail
+                    .check_writable(&slot.place.rel)
+                    .map_err(|e| {
+                        ToolError::Failed(format!(
+                            "{e}; the patch was not applied and no file was changed"
+                        ))
+                    })?;
+            }
             if let Some(bytes) = &slot.after
                 && bytes.len() as u64 > max
             {

@@ -297,8 +297,10 @@ pub fn normalize_path(raw: &str) -> Result<String, PatchError> {
     }
     let bytes = raw.as_bytes();
     let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
-    if raw.starts_with('/') || raw.starts_with('\\') || raw == "~" || raw.starts_with("~/") || drive
-    {
+    if raw == "~" || raw.starts_with("~/") || raw.starts_with('~') {
+        return Err(bad("home-directory paths (`~`) are not allowed"));
+    }
+    if raw.starts_with('/') || raw.starts_with('\\') || drive {
         return Err(bad("absolute paths are not allowed"));
     }
     if raw.split(['/', '\\']).any(|c| c == "..") {

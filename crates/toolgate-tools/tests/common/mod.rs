@@ -43,6 +43,14 @@ impl Fixture {
 
     /// The fixture with `limits` for the file tools.
     pub fn with_limits(limits: Limits) -> Fixture {
+        // An explicit home: tests never depend on (or change) $HOME.
+        Fixture::with_policy(limits, |home| {
+            Policy::preset(PolicyPreset::Standard, Some(home))
+        })
+    }
+
+    /// The fixture with `limits` and the policy `policy_for(home)`.
+    pub fn with_policy(limits: Limits, policy_for: impl FnOnce(&Path) -> Policy) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let root = base.join("root");
@@ -64,8 +72,7 @@ impl Fixture {
             LocalWorkspace::new("test", vec![root.clone()], root.clone(), sandbox).unwrap();
         let mut registry = Registry::new();
         toolgate_tools::register_fs_tools(&mut registry, Arc::new(workspace), limits).unwrap();
-        // An explicit home: tests never depend on (or change) $HOME.
-        let policy = Policy::preset(PolicyPreset::Standard, Some(&home));
+        let policy = policy_for(&home);
         let executor = Executor::builder(registry).policy(policy).build();
         let ctx =
             CallContext::new("test-call", "test", root.clone()).with_roots(vec![root.clone()]);
