@@ -202,6 +202,17 @@ pub async fn run(request: ExecRequest) -> Result<ExecOutcome, RunnerError> {
     run_streaming(request, |_, _| {}).await
 }
 
+/// A running command's live connections besides its request: more stdin while it
+/// runs (for REPLs and prompts), and its pid as soon as it exists.
+#[derive(Debug, Default)]
+pub struct Attach {
+    /// Chunks written to stdin as they arrive, after [`ExecRequest::stdin`]; stdin
+    /// is closed once every sender is gone.
+    pub stdin: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
+    /// Receives the child's pid, which is also its process group id, right after spawn.
+    pub spawned: Option<tokio::sync::oneshot::Sender<u32>>,
+}
+
 /// Runs one process to completion, calling `on_line(stream, line)` for every output line
 /// as it arrives (for progress reporting).
 ///
@@ -209,11 +220,23 @@ pub async fn run(request: ExecRequest) -> Result<ExecOutcome, RunnerError> {
 /// Lines are delivered also past `max_output_bytes` (the cap bounds only what is kept),
 /// each cut to its first 64 KiB.
 pub async fn run_streaming(
+    request: ExecRequest,
+    on_line: impl FnMut(Stream, &str) + Send,
+) -> Result<ExecOutcome, RunnerError> {
+    run_attached(request, Attach::default(), on_line).await
+}
+
+/// [`run_streaming`] with live stdin and the pid reported at spawn.
+pub async fn run_attached(
     mut request: ExecRequest,
+    attach: Attach,
     mut on_line: impl FnMut(Stream, &str) + Send,
 ) -> Result<ExecOutcome, RunnerError> {
     let stdin_data = request.stdin.take();
-    let mut child = spawn(&request, stdin_data.is_some())?;
+    let mut child = spawn(&request, stdin_data.is_some() || attach.stdin.is_some())?;
+    if let (Some(report), Some(pid)) = (attach.spawned, child.id()) {
+        let _ = report.send(pid);
+    }
     let started = Instant::now();
     // Declared after `child`, so dropped before it when the future is dropped: the group
     // is killed while the unreaped child still holds the group id.
@@ -222,7 +245,11 @@ pub async fn run_streaming(
         stdout: OutputStream::new(child.stdout.take(), request.max_output_bytes),
         stderr: OutputStream::new(child.stderr.take(), request.max_output_bytes),
     };
-    let feed = feed_stdin(child.stdin.take(), stdin_data.unwrap_or_default());
+    let feed = feed_stdin(
+        child.stdin.take(),
+        stdin_data.unwrap_or_default(),
+        attach.stdin,
+    );
     let (status, exited_at) = supervisor
         .supervise(&mut child, feed, &mut outputs, &mut on_line)
         .await?;
@@ -307,12 +334,28 @@ fn pass_descriptor(command: &mut Command, source: i32, target: i32) {
     }
 }
 
-/// Writes all of `data` to the child's stdin, then closes it.
-async fn feed_stdin(stdin: Option<ChildStdin>, data: Vec<u8>) -> io::Result<()> {
+/// Writes all of `data` to the child's stdin, then every chunk of `more` as it
+/// arrives, then closes it.
+async fn feed_stdin(
+    stdin: Option<ChildStdin>,
+    data: Vec<u8>,
+    more: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
+) -> io::Result<()> {
     let Some(mut pipe) = stdin else {
         return Ok(());
     };
-    match pipe.write_all(&data).await {
+    let result: io::Result<()> = async {
+        pipe.write_all(&data).await?;
+        if let Some(mut more) = more {
+            while let Some(chunk) = more.recv().await {
+                pipe.write_all(&chunk).await?;
+                pipe.flush().await?;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    match result {
         // A command that exits or closes stdin without reading all of it is normal
         // (`head -1`, `true`); the rest of the input is simply not wanted.
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),

@@ -15,7 +15,7 @@ use cleanup::{Audit, Placeholders};
 
 use crate::plan::{BwrapPlan, PlanError, PlanFiles, RealHost};
 use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
-use crate::runner::{self, ExecOutcome, ExecRequest, ResourceLimits, RunnerError, Stream};
+use crate::runner::{self, Attach, ExecOutcome, ExecRequest, ResourceLimits, RunnerError, Stream};
 use crate::spec::{NetworkMode, SandboxSpec};
 use crate::stage2::{Stage2Args, encode_env};
 
@@ -252,15 +252,18 @@ impl Sandbox {
         spec: &SandboxSpec,
         command: SandboxCommand,
     ) -> Result<SandboxOutcome, SandboxError> {
-        self.run_streaming(spec, command, &mut |_, _| {}).await
+        self.run_attached(spec, command, Attach::default(), &mut |_, _| {})
+            .await
     }
 
-    /// Like [`Sandbox::run`], calling `on_line(stream, line)` for every
-    /// output line as it arrives (see [`runner::run_streaming`]).
-    pub async fn run_streaming(
+    /// Like [`Sandbox::run`], with live stdin and the pid reported at spawn
+    /// ([`Attach`]), calling `on_line(stream, line)` for every output line as
+    /// it arrives (see [`runner::run_attached`]).
+    pub async fn run_attached(
         &self,
         spec: &SandboxSpec,
         command: SandboxCommand,
+        attach: Attach,
         on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
     ) -> Result<SandboxOutcome, SandboxError> {
         if command.argv.is_empty() {
@@ -291,7 +294,7 @@ impl Sandbox {
             }
             Backend::None => request(&command, spec, plan.argv, env),
         };
-        let outcome = runner::run_streaming(request, on_line).await?;
+        let outcome = runner::run_attached(request, attach, on_line).await?;
         let warnings = audit.after();
         Ok(SandboxOutcome {
             outcome,

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::jail::{EntryInfo, FileStat, Jail, JailError};
 use crate::probe::Backend;
-use crate::runner::Stream;
+use crate::runner::{Attach, Stream};
 use crate::sandbox::{Sandbox, SandboxCommand, SandboxError, SandboxOutcome};
 use crate::spec::{NetworkMode, SandboxSpec};
 
@@ -67,12 +67,14 @@ pub trait Workspace: Send + Sync {
         command: SandboxCommand,
         cwd: Option<&Path>,
     ) -> Result<SandboxOutcome, WorkspaceError>;
-    /// Like [`Workspace::exec`], calling `on_line(stream, line)` for every
-    /// output line as it arrives (progress of long commands).
-    async fn exec_streaming(
+    /// Like [`Workspace::exec`], with live stdin and the pid reported at
+    /// spawn ([`Attach`]), calling `on_line(stream, line)` for every output
+    /// line as it arrives (progress of long commands, background logs).
+    async fn exec_attached(
         &self,
         command: SandboxCommand,
         cwd: Option<&Path>,
+        attach: Attach,
         on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
     ) -> Result<SandboxOutcome, WorkspaceError>;
     /// Reads a file, at most `limit` bytes.
@@ -200,13 +202,15 @@ impl Workspace for LocalWorkspace {
         command: SandboxCommand,
         cwd: Option<&Path>,
     ) -> Result<SandboxOutcome, WorkspaceError> {
-        self.exec_streaming(command, cwd, &mut |_, _| {}).await
+        self.exec_attached(command, cwd, Attach::default(), &mut |_, _| {})
+            .await
     }
 
-    async fn exec_streaming(
+    async fn exec_attached(
         &self,
         command: SandboxCommand,
         cwd: Option<&Path>,
+        attach: Attach,
         on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
     ) -> Result<SandboxOutcome, WorkspaceError> {
         let dir = match cwd {
@@ -224,7 +228,10 @@ impl Workspace for LocalWorkspace {
             .network(self.network)
             .cwd(dir);
         spec.writable_roots = self.roots.clone();
-        Ok(self.sandbox.run_streaming(&spec, command, on_line).await?)
+        Ok(self
+            .sandbox
+            .run_attached(&spec, command, attach, on_line)
+            .await?)
     }
 
     async fn read_file(&self, path: &Path, limit: u64) -> Result<Vec<u8>, WorkspaceError> {

@@ -15,7 +15,7 @@ use toolgate_core::{
 };
 use toolgate_policy::ResourcePolicy;
 use toolgate_sandbox::SandboxCommand;
-use toolgate_sandbox::runner::Stream;
+use toolgate_sandbox::runner::{Attach, Stream};
 
 use crate::fs::{Fs, workspace_error};
 
@@ -132,7 +132,12 @@ impl TypedTool for BashTool {
         let outcome = self
             .fs
             .workspace()
-            .exec_streaming(command, args.cwd.as_deref().map(Path::new), &mut on_line)
+            .exec_attached(
+                command,
+                args.cwd.as_deref().map(Path::new),
+                Attach::default(),
+                &mut on_line,
+            )
             .await
             .map_err(workspace_error)?;
         let run = &outcome.outcome;
@@ -254,7 +259,7 @@ impl FullOutput {
 }
 
 /// A variable name a shell accepts: `[A-Za-z_][A-Za-z0-9_]*`.
-fn check_env_name(name: &str) -> Result<(), ToolError> {
+pub(crate) fn check_env_name(name: &str) -> Result<(), ToolError> {
     let mut chars = name.chars();
     let ok = chars
         .next()

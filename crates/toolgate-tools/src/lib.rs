@@ -23,9 +23,13 @@ mod find;
 mod fs;
 mod grep;
 mod ls;
+pub mod memory;
+pub mod neuron;
 pub mod patch;
+pub mod process;
 mod read;
 pub mod search;
+pub mod snapshot;
 pub mod text;
 mod write;
 
@@ -61,12 +65,23 @@ pub fn register_fs_tools(
     Ok(())
 }
 
-/// Registers the runtime tools (`bash`) over `fs`.
+/// Registers the runtime tools (`bash`, `process_*`) over `fs`.
 pub fn register_runtime_tools(
     registry: &mut Registry,
     fs: Arc<Fs>,
     config: RuntimeConfig,
+    processes: process::ProcessConfig,
 ) -> Result<(), ToolRegistrationError> {
+    use process::{
+        ProcessKillTool, ProcessListTool, ProcessReadTool, ProcessStartTool, ProcessWriteTool,
+        Processes,
+    };
+    let table = Arc::new(Processes::new(fs.clone(), processes));
     registry.register(Arc::new(Typed::new(BashTool::new(fs, config))))?;
+    registry.register(Arc::new(Typed::new(ProcessStartTool(table.clone()))))?;
+    registry.register(Arc::new(Typed::new(ProcessListTool(table.clone()))))?;
+    registry.register(Arc::new(Typed::new(ProcessReadTool(table.clone()))))?;
+    registry.register(Arc::new(Typed::new(ProcessWriteTool(table.clone()))))?;
+    registry.register(Arc::new(Typed::new(ProcessKillTool(table))))?;
     Ok(())
 }

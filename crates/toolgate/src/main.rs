@@ -8,6 +8,7 @@ mod sandbox;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -201,12 +202,22 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
         resources.max_file_bytes,
     );
     toolgate_tools::register_fs_tools(&mut registry, workspace.clone(), limits)?;
-    let fs = std::sync::Arc::new(toolgate_tools::Fs::new(workspace, limits));
+    let fs = Arc::new(toolgate_tools::Fs::new(workspace, limits));
     toolgate_tools::register_runtime_tools(
         &mut registry,
-        fs,
+        fs.clone(),
         toolgate_tools::RuntimeConfig::default(),
+        toolgate_tools::process::ProcessConfig::default(),
     )?;
+    toolgate_tools::memory::register_memory_tools(
+        &mut registry,
+        fs.clone(),
+        toolgate_tools::memory::MemoryConfig::default(),
+    )?;
+    let facts = toolgate_tools::neuron::RuntimeFacts::new("cli", settings.policy_preset.as_str());
+    toolgate_tools::neuron::register_neuron_tools(&mut registry, fs.clone(), facts)?;
+    let snapshot = toolgate_tools::snapshot::SnapshotTool::new(fs, env.state_dir());
+    registry.register(Arc::new(toolgate_core::Typed::new(snapshot)))?;
     if demo {
         demo::register(&mut registry)?;
     }

@@ -93,27 +93,42 @@ fn tools_lists_class_idempotency_group_and_status() {
     assert_eq!(
         stdout(&o),
         "policy standard (cap mutate-irreversible), tool preset none, config: embedded defaults\n\
-NAME         CLASS                IDEMPOTENCY       GROUP          STATUS\n\
-apply_patch  mutate-reversible    check-before-act  group:fs       active\n\
-bash         mutate-reversible    at-most-once      group:runtime  active\n\
-demo_echo    read                 -                 group:demo     active\n\
-demo_flood   read                 -                 group:demo     active\n\
-demo_shell   mutate-irreversible  at-most-once      group:demo     active\n\
-demo_touch   mutate-reversible    check-before-act  group:demo     active\n\
-demo_wipe    destructive          at-most-once      group:demo     inactive: effect class destructive exceeds the policy cap mutate-irreversible\n\
-edit         mutate-reversible    check-before-act  group:fs       active\n\
-find         read                 -                 group:search   active\n\
-grep         read                 -                 group:search   active\n\
-ls           read                 -                 group:fs       active\n\
-read         read                 -                 group:fs       active\n\
-write        mutate-reversible    check-before-act  group:fs       active\n\
-12 of 13 tools active\n"
+NAME             CLASS                IDEMPOTENCY       GROUP          STATUS\n\
+apply_patch      mutate-reversible    check-before-act  group:fs       active\n\
+bash             mutate-reversible    at-most-once      group:runtime  active\n\
+demo_echo        read                 -                 group:demo     active\n\
+demo_flood       read                 -                 group:demo     active\n\
+demo_shell       mutate-irreversible  at-most-once      group:demo     active\n\
+demo_touch       mutate-reversible    check-before-act  group:demo     active\n\
+demo_wipe        destructive          at-most-once      group:demo     inactive: effect class destructive exceeds the policy cap mutate-irreversible\n\
+edit             mutate-reversible    check-before-act  group:fs       active\n\
+find             read                 -                 group:search   active\n\
+grep             read                 -                 group:search   active\n\
+ls               read                 -                 group:fs       active\n\
+memory_append    mutate-reversible    check-before-act  group:memory   active\n\
+memory_read      read                 -                 group:memory   active\n\
+memory_replace   mutate-reversible    check-before-act  group:memory   active\n\
+memory_search    read                 -                 group:memory   active\n\
+neuron_disk      read                 -                 group:neuron   active\n\
+neuron_env       read                 -                 group:neuron   active\n\
+neuron_memory    read                 -                 group:neuron   active\n\
+neuron_packages  read                 -                 group:neuron   active\n\
+neuron_status    read                 -                 group:neuron   active\n\
+process_kill     mutate-reversible    check-before-act  group:runtime  active\n\
+process_list     read                 -                 group:runtime  active\n\
+process_read     read                 -                 group:runtime  active\n\
+process_start    mutate-reversible    at-most-once      group:runtime  active\n\
+process_write    mutate-reversible    at-most-once      group:runtime  active\n\
+read             read                 -                 group:fs       active\n\
+snapshot         read                 -                 group:neuron   active\n\
+write            mutate-reversible    check-before-act  group:fs       active\n\
+27 of 28 tools active\n"
     );
     // Without --demo: the built-in tools; readonly leaves the reading ones.
     let o = s.run(&["tools", "--policy", "readonly"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).ends_with("4 of 8 tools active\n"),
+        stdout(&o).ends_with("14 of 23 tools active\n"),
         "{}",
         stdout(&o)
     );

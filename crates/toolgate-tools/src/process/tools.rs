@@ -1,0 +1,422 @@
+//! The five `process_*` tools over one agent's [`Processes`].
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rustix::process::Signal;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_core::{
+    CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
+};
+
+use super::{Entry, ProcessState, Processes};
+use crate::fs::{unix_seconds, utc_minutes};
+
+/// Longest `process_read` wait.
+const MAX_WAIT_SECS: u64 = 60;
+
+fn state_text(state: &ProcessState) -> String {
+    match state {
+        ProcessState::Running => "running".to_owned(),
+        ProcessState::Exited {
+            exit_code,
+            signal: Some(signal),
+            ..
+        } => format!("exited (killed by signal {signal}, code {exit_code})"),
+        ProcessState::Exited {
+            exit_code,
+            timed_out: true,
+            ..
+        } => format!("stopped at the end of its lifetime (code {exit_code})"),
+        ProcessState::Exited { exit_code, .. } => format!("exited with code {exit_code}"),
+        ProcessState::Failed { error } => format!("failed: {error}"),
+    }
+}
+
+/// Arguments of `process_start`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessStartArgs {
+    /// The script, run as its own `bash -c` (pipes, loops and `&&` are one job).
+    pub command: String,
+    /// Working directory, relative to the workspace.
+    pub cwd: Option<String>,
+    /// Environment variables to set: {"NAME": "value"}.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// `process_start`.
+pub struct ProcessStartTool(pub Arc<Processes>);
+
+#[async_trait]
+impl TypedTool for ProcessStartTool {
+    type Args = ProcessStartArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "process_start",
+            "Start a long-running command in the background, in the sandbox: dev servers, \
+             watchers, long builds. Returns at once with its pid and output file; follow it \
+             with process_read, answer prompts with process_write, stop it with \
+             process_kill. For a command that finishes on its own within minutes, use bash.",
+            EffectClass::MutateReversible,
+        )
+        .idempotency(Idempotency::AtMostOnce)
+        .group("group:runtime")
+        .command_arg("/command")
+        .path_arg("/cwd")
+    }
+
+    async fn run(
+        &self,
+        args: ProcessStartArgs,
+        _ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let entry = self
+            .0
+            .start(&args.command, args.cwd.as_deref(), &args.env)
+            .await?;
+        let log = entry.log.display().to_string();
+        Ok(ToolOutput::text(format!(
+            "Started process {} in the background; its output goes to {log} (read it with \
+             process_read pid={}).",
+            entry.pid, entry.pid
+        ))
+        .with_structured(json!({"pid": entry.pid, "output_file": log, "command": entry.command})))
+    }
+}
+
+/// Arguments of `process_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessListArgs {}
+
+/// `process_list`.
+pub struct ProcessListTool(pub Arc<Processes>);
+
+#[async_trait]
+impl TypedTool for ProcessListTool {
+    type Args = ProcessListArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "process_list",
+            "List the background processes this agent started with process_start: pid, \
+             command, state, start time, exit code.",
+            EffectClass::Read,
+        )
+        .group("group:runtime")
+        .parallel_safe(true)
+    }
+
+    async fn run(
+        &self,
+        _args: ProcessListArgs,
+        _ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let entries = self.0.all();
+        let mut text = String::new();
+        let mut rows = Vec::new();
+        for e in &entries {
+            let started = unix_seconds(Some(e.started));
+            let state = e.state();
+            text.push_str(&format!(
+                "{}  {}  started {}  {}\n",
+                e.pid,
+                state_text(&state),
+                started.map_or(String::new(), utc_minutes),
+                e.command
+            ));
+            rows.push(json!({
+                "pid": e.pid, "command": e.command, "started": started,
+                "output_file": e.log, "status": state,
+            }));
+        }
+        if entries.is_empty() {
+            text.push_str("No background processes.\n");
+        }
+        Ok(ToolOutput::text(text).with_structured(json!({ "processes": rows })))
+    }
+}
+
+/// Arguments of `process_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessReadArgs {
+    /// The process.
+    pub pid: u32,
+    /// Byte offset to read from (the `next_offset` of the previous read);
+    /// without it, the tail of the output.
+    pub offset: Option<u64>,
+    /// Seconds to wait for new output (or the end) when there is none yet (at most 60).
+    #[schemars(range(max = 60))]
+    pub wait: Option<u64>,
+}
+
+/// `process_read`.
+pub struct ProcessReadTool(pub Arc<Processes>);
+
+#[async_trait]
+impl TypedTool for ProcessReadTool {
+    type Args = ProcessReadArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "process_read",
+            "Read the output of a background process: its tail, or from a byte offset (the \
+             next_offset of the previous read, to follow it); wait up to N seconds for new \
+             output. Also says whether it still runs and how it exited.",
+            EffectClass::Read,
+        )
+        .group("group:runtime")
+        .parallel_safe(true)
+    }
+
+    async fn run(
+        &self,
+        args: ProcessReadArgs,
+        _ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let entry = self.0.get(args.pid)?;
+        let wait = Duration::from_secs(args.wait.unwrap_or(0).min(MAX_WAIT_SECS));
+        let since = match args.offset {
+            Some(offset) => offset,
+            None => log_len(&entry),
+        };
+        if !wait.is_zero() {
+            wait_for_output(&entry, since, wait).await;
+        }
+        let budget = self.0.fs.limits().read_bytes as u64;
+        read_log(&entry, args.offset, budget)
+    }
+}
+
+fn log_len(entry: &Entry) -> u64 {
+    std::fs::metadata(&entry.log).map_or(0, |m| m.len())
+}
+
+/// Returns when the output grows past `since`, the process ends, or `wait` passes.
+async fn wait_for_output(entry: &Entry, since: u64, wait: Duration) {
+    let deadline = Instant::now() + wait;
+    loop {
+        let changed = entry.changed.notified();
+        if log_len(entry) > since || !entry.is_running() {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        // A short cap on each wait: a notification between the check and
+        // `notified` would otherwise be missed until the deadline.
+        let _ = tokio::time::timeout(left.min(Duration::from_millis(200)), changed).await;
+    }
+}
+
+fn read_log(entry: &Entry, offset: Option<u64>, budget: u64) -> Result<ToolOutput, ToolError> {
+    let failed =
+        |e: std::io::Error| ToolError::Failed(format!("cannot read {}: {e}", entry.log.display()));
+    let mut file = std::fs::File::open(&entry.log).map_err(failed)?;
+    let len = file.metadata().map_err(failed)?.len();
+    let (start, tail) = match offset {
+        Some(offset) => (offset.min(len), false),
+        None => (len.saturating_sub(budget), true),
+    };
+    file.seek(SeekFrom::Start(start)).map_err(failed)?;
+    let mut bytes = Vec::new();
+    file.take(budget).read_to_end(&mut bytes).map_err(failed)?;
+    let mut from = start;
+    if tail && start > 0 {
+        // Start the tail at a line.
+        if let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
+            bytes.drain(..=nl);
+            from = start + nl as u64 + 1;
+        }
+    }
+    let next = from + bytes.len() as u64;
+    let state = entry.state();
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if text.is_empty() {
+        text.push_str("[no new output]\n");
+    }
+    if from > 0 && tail {
+        text.insert_str(0, &format!("[... the first {from} bytes are not shown]\n"));
+    }
+    let more = next < len;
+    text.push_str(&format!(
+        "[process {} {}; {}continue with offset={next}]\n",
+        entry.pid,
+        state_text(&state),
+        if more { "more output is waiting; " } else { "" }
+    ));
+    Ok(ToolOutput::text(text).with_structured(json!({
+        "pid": entry.pid, "status": state, "offset": from, "next_offset": next,
+        "size": len, "more": more,
+    })))
+}
+
+/// Arguments of `process_write`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessWriteArgs {
+    /// The process.
+    pub pid: u32,
+    /// Text for its stdin, sent as is (end it with "\n" to send a line).
+    #[serde(default)]
+    pub text: String,
+    /// Close stdin afterwards (end of input).
+    #[serde(default)]
+    pub close: bool,
+}
+
+/// `process_write`.
+pub struct ProcessWriteTool(pub Arc<Processes>);
+
+#[async_trait]
+impl TypedTool for ProcessWriteTool {
+    type Args = ProcessWriteArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "process_write",
+            "Send text to the stdin of a background process: answer a prompt, drive a REPL \
+             (python3 -i, node, psql). End the text with \"\\n\" to send a line; close=true \
+             ends the input. Then process_read with wait to see the reply.",
+            EffectClass::MutateReversible,
+        )
+        .idempotency(Idempotency::AtMostOnce)
+        .group("group:runtime")
+    }
+
+    async fn run(
+        &self,
+        args: ProcessWriteArgs,
+        _ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let entry = self.0.get(args.pid)?;
+        if !entry.is_running() {
+            return Err(ToolError::Failed(format!(
+                "process {} is not running ({})",
+                entry.pid,
+                state_text(&entry.state())
+            )));
+        }
+        entry.write(args.text.as_bytes(), args.close).await?;
+        let closed = if args.close {
+            " and closed its stdin"
+        } else {
+            ""
+        };
+        Ok(ToolOutput::text(format!(
+            "Sent {} bytes to process {}{closed}.",
+            args.text.len(),
+            entry.pid
+        ))
+        .with_structured(json!({"pid": entry.pid, "bytes": args.text.len(), "closed": args.close})))
+    }
+}
+
+/// The signals `process_kill` sends.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum KillSignal {
+    #[default]
+    Term,
+    Int,
+    Hup,
+    Kill,
+}
+
+/// Arguments of `process_kill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessKillArgs {
+    /// The process.
+    pub pid: u32,
+    /// TERM (default), INT, HUP or KILL.
+    #[serde(default)]
+    pub signal: KillSignal,
+}
+
+/// `process_kill`.
+pub struct ProcessKillTool(pub Arc<Processes>);
+
+#[async_trait]
+impl TypedTool for ProcessKillTool {
+    type Args = ProcessKillArgs;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "process_kill",
+            "Stop a background process this agent started, with everything it started: the \
+             signal (TERM by default) goes to the whole tree, and what is still alive after \
+             a grace period gets KILL.",
+            EffectClass::MutateReversible,
+        )
+        .idempotency(Idempotency::CheckBeforeAct)
+        .group("group:runtime")
+    }
+
+    async fn run(
+        &self,
+        args: ProcessKillArgs,
+        _ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let entry = self.0.get(args.pid)?;
+        if !entry.is_running() {
+            return Ok(ToolOutput::text(format!(
+                "Process {} is not running ({}); nothing to do.",
+                entry.pid,
+                state_text(&entry.state())
+            ))
+            .with_structured(
+                json!({"pid": entry.pid, "status": entry.state(), "signalled": false}),
+            ));
+        }
+        let signal = match args.signal {
+            KillSignal::Term => Signal::TERM,
+            KillSignal::Int => Signal::INT,
+            KillSignal::Hup => Signal::HUP,
+            KillSignal::Kill => Signal::KILL,
+        };
+        entry.signal(signal)?;
+        let grace = self.0.config().kill_grace;
+        wait_for_end(&entry, grace).await;
+        let escalated = entry.is_running();
+        if escalated {
+            entry.signal(Signal::KILL)?;
+            wait_for_end(&entry, Duration::from_secs(5)).await;
+        }
+        let state = entry.state();
+        let how = if escalated {
+            " (KILL after the grace period)"
+        } else {
+            ""
+        };
+        Ok(ToolOutput::text(format!(
+            "Process {}: {}{how}.",
+            entry.pid,
+            state_text(&state)
+        ))
+        .with_structured(
+            json!({"pid": entry.pid, "status": state, "signalled": true, "escalated": escalated}),
+        ))
+    }
+}
+
+async fn wait_for_end(entry: &Entry, wait: Duration) {
+    let deadline = Instant::now() + wait;
+    while entry.is_running() && Instant::now() < deadline {
+        let changed = entry.changed.notified();
+        let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+    }
+}
