@@ -33,8 +33,9 @@ pub struct RuntimeConfig {
     /// Where full outputs are kept: relative to the first workspace root,
     /// so the agent can read and grep them.
     pub output_dir: String,
-    /// Host variables every command sees, by name (operator's choice; an
-    /// agent cannot name host variables itself).
+    /// Host variables a call may ask for by name (`pass_env`); the operator's
+    /// allowlist, empty by default: no host variable reaches a command unless
+    /// it is listed here and asked for.
     pub pass_env: Vec<String>,
 }
 
@@ -65,6 +66,10 @@ pub struct BashArgs {
     /// Environment variables to set for this command: {"NAME": "value"}.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Host environment variables to pass through, by name; only those the
+    /// operator allows (`[tools] pass_env`).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 /// The `bash` tool.
@@ -113,7 +118,18 @@ impl TypedTool for BashTool {
             )));
         }
         let mut command = SandboxCommand::shell(&args.command).timeout(timeout);
-        for name in &self.config.pass_env {
+        for name in &args.pass_env {
+            if !self.config.pass_env.contains(name) {
+                return Err(ToolError::InvalidArguments(format!(
+                    "the host variable `{name}` is not one a command may see; the operator \
+                     allows: {}",
+                    if self.config.pass_env.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        self.config.pass_env.join(", ")
+                    }
+                )));
+            }
             command = command.pass_env(name.clone());
         }
         for (name, value) in &args.env {
