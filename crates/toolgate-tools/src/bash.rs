@@ -9,13 +9,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 use toolgate_policy::ResourcePolicy;
 use toolgate_sandbox::SandboxCommand;
-use toolgate_sandbox::runner::{Attach, Stream};
+use toolgate_sandbox::runner::{Attach, ExecOutcome, Stream};
 
 use crate::fs::{Fs, workspace_error};
 
@@ -47,6 +47,23 @@ impl Default for RuntimeConfig {
             output_dir: ".toolgate/output".to_owned(),
             pass_env: Vec::new(),
         }
+    }
+}
+
+impl RuntimeConfig {
+    /// The timeout of a call that asked for `secs` (or nothing: the default,
+    /// never above the maximum); over the maximum is an error.
+    pub(crate) fn timeout(&self, secs: Option<u64>) -> Result<Duration, ToolError> {
+        let Some(secs) = secs else {
+            return Ok(self.default_timeout.min(self.max_timeout));
+        };
+        if Duration::from_secs(secs) > self.max_timeout {
+            return Err(ToolError::InvalidArguments(format!(
+                "timeout {secs} s is over the limit of {} s; use process_start for longer work",
+                self.max_timeout.as_secs()
+            )));
+        }
+        Ok(Duration::from_secs(secs))
     }
 }
 
@@ -106,30 +123,10 @@ impl TypedTool for BashTool {
     }
 
     async fn run(&self, args: BashArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
-        let timeout = match args.timeout {
-            Some(secs) => Duration::from_secs(secs),
-            None => self.config.default_timeout,
-        };
-        if timeout > self.config.max_timeout {
-            return Err(ToolError::InvalidArguments(format!(
-                "timeout {} s is over the limit of {} s; use process_start for longer work",
-                timeout.as_secs(),
-                self.config.max_timeout.as_secs()
-            )));
-        }
+        let timeout = self.config.timeout(args.timeout)?;
         let mut command = SandboxCommand::shell(&args.command).timeout(timeout);
         for name in &args.pass_env {
-            if !self.config.pass_env.contains(name) {
-                return Err(ToolError::InvalidArguments(format!(
-                    "the host variable `{name}` is not one a command may see; the operator \
-                     allows: {}",
-                    if self.config.pass_env.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        self.config.pass_env.join(", ")
-                    }
-                )));
-            }
+            check_pass_env(&self.config, name)?;
             command = command.pass_env(name.clone());
         }
         for (name, value) in &args.env {
@@ -156,100 +153,130 @@ impl TypedTool for BashTool {
             )
             .await
             .map_err(workspace_error)?;
-        let run = &outcome.outcome;
-        let mut text = String::new();
-        text.push_str(&run.stdout);
-        if !run.stderr.is_empty() {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            let _ = writeln!(text, "[stderr]");
-            text.push_str(&run.stderr);
-        }
-        let limits = self.fs.limits();
-        let caps = ResourcePolicy {
-            max_output_bytes: limits.read_bytes,
-            max_output_lines: limits.read_lines,
-            ..ResourcePolicy::default()
-        };
-        let bounded = caps.bound(&text);
-        let cut = bounded.truncated() || run.stdout_truncated || run.stderr_truncated;
-        let mut text = bounded.text;
-        let saved = if cut {
-            Some(self.save(&ctx.call_id, &full).await?)
-        } else {
-            None
-        };
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        if let Some(path) = &saved {
-            let _ = writeln!(
-                text,
-                "[output cut; the whole of it ({} lines) is in {path}: read or grep it]",
-                full.lines
-            );
-        }
-        let status = if run.timed_out {
-            format!(
-                "timed out after {} s; the process group was killed",
-                timeout.as_secs()
-            )
-        } else if let Some(signal) = run.signal {
-            format!("killed by signal {signal}")
-        } else {
-            format!("exit code {}", run.exit_code)
-        };
-        let _ = writeln!(text, "[{status}; {:.1} s]", run.duration_ms as f64 / 1000.0);
+        let (mut text, mut structured) = command_result(
+            &self.fs,
+            &self.config.output_dir,
+            "bash",
+            &ctx.call_id,
+            &outcome.outcome,
+            &full,
+            timeout,
+        )
+        .await?;
         for warning in outcome.unsandboxed.iter().chain(&outcome.warnings) {
             let _ = writeln!(text, "[{warning}]");
         }
-        Ok(ToolOutput::text(text).with_structured(json!({
-            "exit_code": run.exit_code,
-            "signal": run.signal,
-            "timed_out": run.timed_out,
-            "duration_ms": run.duration_ms,
-            "stdout_bytes": full.stdout_bytes,
-            "stderr_bytes": full.stderr_bytes,
-            "truncated": cut,
-            "output_file": saved,
-            "backend": outcome.backend,
-        })))
+        structured["backend"] = json!(outcome.backend);
+        Ok(ToolOutput::text(text).with_structured(structured))
     }
 }
 
-impl BashTool {
-    /// Saves the whole output in the output directory; returns its path as
-    /// the model should use it.
-    async fn save(&self, call_id: &str, full: &FullOutput) -> Result<String, ToolError> {
-        let name: String = call_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(80)
-            .collect();
-        let path = format!("{}/bash-{name}.log", self.config.output_dir);
-        let place = self.fs.locate(&path)?;
-        let mut bytes = full.text.clone().into_bytes();
-        if full.capped {
-            bytes.extend_from_slice(b"\n[toolgate kept only the first 64 MiB of output]\n");
+/// The text and the structured facts of a finished command, shared by the
+/// command tools: stdout then stderr, bounded to the read limits (head and
+/// tail) with the whole output saved as `{output_dir}/{prefix}-{call}.log`
+/// when anything was cut, and a status line that never loses the exit
+/// status.
+pub(crate) async fn command_result(
+    fs: &Fs,
+    output_dir: &str,
+    prefix: &str,
+    call_id: &str,
+    run: &ExecOutcome,
+    full: &FullOutput,
+    timeout: Duration,
+) -> Result<(String, Value), ToolError> {
+    let mut text = String::new();
+    text.push_str(&run.stdout);
+    if !run.stderr.is_empty() {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
         }
-        let jail = place.jail.clone();
-        let rel = place.rel.clone();
-        crate::fs::blocking(move || jail.write(&rel, &bytes).map_err(crate::fs::jail_error))
-            .await?;
-        Ok(place.shown)
+        let _ = writeln!(text, "[stderr]");
+        text.push_str(&run.stderr);
     }
+    let limits = fs.limits();
+    let caps = ResourcePolicy {
+        max_output_bytes: limits.read_bytes,
+        max_output_lines: limits.read_lines,
+        ..ResourcePolicy::default()
+    };
+    let bounded = caps.bound(&text);
+    let cut = bounded.truncated() || run.stdout_truncated || run.stderr_truncated;
+    let mut text = bounded.text;
+    let saved = if cut {
+        Some(save_output(fs, output_dir, prefix, call_id, full).await?)
+    } else {
+        None
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if let Some(path) = &saved {
+        let _ = writeln!(
+            text,
+            "[output cut; the whole of it ({} lines) is in {path}: read or grep it]",
+            full.lines
+        );
+    }
+    let status = if run.timed_out {
+        format!(
+            "timed out after {} s; the process group was killed",
+            timeout.as_secs()
+        )
+    } else if let Some(signal) = run.signal {
+        format!("killed by signal {signal}")
+    } else {
+        format!("exit code {}", run.exit_code)
+    };
+    let _ = writeln!(text, "[{status}; {:.1} s]", run.duration_ms as f64 / 1000.0);
+    let structured = json!({
+        "exit_code": run.exit_code,
+        "signal": run.signal,
+        "timed_out": run.timed_out,
+        "duration_ms": run.duration_ms,
+        "stdout_bytes": full.stdout_bytes,
+        "stderr_bytes": full.stderr_bytes,
+        "truncated": cut,
+        "output_file": saved,
+    });
+    Ok((text, structured))
+}
+
+/// Saves the whole output in the output directory; returns its path as the
+/// model should use it.
+async fn save_output(
+    fs: &Fs,
+    output_dir: &str,
+    prefix: &str,
+    call_id: &str,
+    full: &FullOutput,
+) -> Result<String, ToolError> {
+    let name: String = call_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    let path = format!("{output_dir}/{prefix}-{name}.log");
+    let place = fs.locate(&path)?;
+    let mut bytes = full.text.clone().into_bytes();
+    if full.capped {
+        bytes.extend_from_slice(b"\n[toolgate kept only the first 64 MiB of output]\n");
+    }
+    let jail = place.jail.clone();
+    let rel = place.rel.clone();
+    crate::fs::blocking(move || jail.write(&rel, &bytes).map_err(crate::fs::jail_error)).await?;
+    Ok(place.shown)
 }
 
 /// The combined output in arrival order, for the output file.
 #[derive(Default)]
-struct FullOutput {
+pub(crate) struct FullOutput {
     text: String,
     lines: u64,
     stdout_bytes: u64,
@@ -258,7 +285,7 @@ struct FullOutput {
 }
 
 impl FullOutput {
-    fn push(&mut self, stream: Stream, line: &str) {
+    pub(crate) fn push(&mut self, stream: Stream, line: &str) {
         let bytes = line.len() as u64 + 1;
         match stream {
             Stream::Stdout => self.stdout_bytes += bytes,
@@ -272,6 +299,22 @@ impl FullOutput {
             self.capped = true;
         }
     }
+}
+
+/// Refuses a host variable the operator did not allow (`pass_env`): a call
+/// cannot read toolgate's own environment (tokens, credentials) by naming it.
+pub(crate) fn check_pass_env(config: &RuntimeConfig, name: &str) -> Result<(), ToolError> {
+    if config.pass_env.iter().any(|allowed| allowed == name) {
+        return Ok(());
+    }
+    Err(ToolError::InvalidArguments(format!(
+        "the host variable `{name}` is not one a command may see; the operator allows: {}",
+        if config.pass_env.is_empty() {
+            "none".to_owned()
+        } else {
+            config.pass_env.join(", ")
+        }
+    )))
 }
 
 /// A variable name a shell accepts: `[A-Za-z_][A-Za-z0-9_]*`.

@@ -19,6 +19,7 @@
 mod apply_patch;
 mod bash;
 mod edit;
+mod elevated;
 mod find;
 mod fs;
 mod grep;
@@ -27,6 +28,7 @@ pub mod memory;
 pub mod neuron;
 pub mod patch;
 pub mod process;
+pub mod prompt;
 mod read;
 pub mod search;
 pub mod snapshot;
@@ -41,6 +43,7 @@ use toolgate_sandbox::Workspace;
 pub use apply_patch::{ApplyPatchArgs, ApplyPatchTool};
 pub use bash::{BashArgs, BashTool, RuntimeConfig};
 pub use edit::{EditArgs, EditOp, EditTool, Pass};
+pub use elevated::{ElevatedArgs, ElevatedTool};
 pub use find::{FindArgs, FindTool};
 pub use fs::{Fs, Limits};
 pub use grep::{GrepArgs, GrepTool};
@@ -84,4 +87,15 @@ pub fn register_runtime_tools(
     registry.register(Arc::new(Typed::new(ProcessWriteTool(table.clone()))))?;
     registry.register(Arc::new(Typed::new(ProcessKillTool(table))))?;
     Ok(())
+}
+
+/// Registers `elevated`, which runs commands on the host outside the
+/// sandbox. Only for an operator who enabled it: it is destructive (inactive
+/// under any lower cap) and the default rules ask before every call.
+pub fn register_elevated_tool(
+    registry: &mut Registry,
+    fs: Arc<Fs>,
+    config: RuntimeConfig,
+) -> Result<(), ToolRegistrationError> {
+    registry.register(Arc::new(Typed::new(ElevatedTool::new(fs, config))))
 }

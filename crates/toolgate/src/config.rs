@@ -52,6 +52,27 @@ pub struct ConfigFile {
     pub rules: Vec<PermissionRule>,
     /// The sandbox.
     pub sandbox: Option<SandboxSection>,
+    /// Optional tools.
+    pub tools: Option<ToolsSection>,
+}
+
+/// `[tools]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// Register `elevated`, which runs commands on the host outside the
+    /// sandbox. Off by default: destructive tools are off unless the operator
+    /// turns them on.
+    #[serde(default)]
+    pub elevated: bool,
+    /// Host variables a command may ask for by name (`pass_env` of bash);
+    /// none by default.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// Longest timeout, in seconds, a bash call may ask for (default 600).
+    pub max_timeout: Option<u64>,
+    /// Background processes one agent may run at once (default 8).
+    pub max_processes: Option<usize>,
 }
 
 /// `[sandbox]`.
@@ -138,6 +159,10 @@ pub struct Settings {
     pub sources: Sources,
     /// Which sandbox backend to use.
     pub backend: BackendChoice,
+    /// Whether `elevated` is registered (`[tools] elevated`, TOOLGATE_ELEVATED).
+    pub elevated: bool,
+    /// The rest of `[tools]`.
+    pub tools: ToolsSection,
 }
 
 /// What the command line said that overrides files and environment.
@@ -339,6 +364,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         resources: file.resources.or(low.resources),
                         rules,
                         sandbox: file.sandbox.or(low.sandbox),
+                        tools: file.tools.or(low.tools),
                     },
                     base_dir,
                     origin: path,
@@ -407,6 +433,9 @@ fn resolve(
     let strict = env_parsed(env, "TOOLGATE_STRICT_TOOL_INPUT", parse_bool)?
         .or(file.strict_tool_input)
         .unwrap_or(false);
+    let elevated = env_parsed(env, "TOOLGATE_ELEVATED", parse_bool)?
+        .or(file.tools.as_ref().map(|t| t.elevated))
+        .unwrap_or(false);
     let roots = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
     let policy = build_policy(&file, policy_preset, env.home().as_deref()).map_err(|message| {
         ConfigError::Policy {
@@ -429,6 +458,8 @@ fn resolve(
         backend: env_parsed(env, "TOOLGATE_SANDBOX_BACKEND", parse_word)?
             .or(file.sandbox.map(|s| s.backend))
             .unwrap_or_default(),
+        elevated,
+        tools: file.tools.clone().unwrap_or_default(),
     })
 }
 
@@ -547,7 +578,7 @@ mod tests {
     fn errors_name_the_file_line_and_what_is_expected() {
         assert_eq!(
             parse_err("policy = \"standard\"\nsurprise = 1\n"),
-            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`"
+            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`, `tools`"
         );
         assert_eq!(
             parse_err("policy = \"lenient\"\n"),
@@ -621,6 +652,35 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "environment variable TOOLGATE_STRICT_TOOL_INPUT=\"maybe\": expected true or false"
+        );
+    }
+
+    #[test]
+    fn elevated_is_off_unless_the_file_or_the_environment_turns_it_on() {
+        let with = |text: &str| {
+            Some(Merged {
+                file: parse(text, Path::new("/p/toolgate.toml")).unwrap(),
+                base_dir: PathBuf::from("/p"),
+                origin: PathBuf::from("/p/toolgate.toml"),
+            })
+        };
+        let none = Overrides::default();
+        let elevated = |text: &str, vars: &[(&str, &str)]| {
+            resolve(with(text), &env(vars), &none, Sources::default())
+                .unwrap()
+                .elevated
+        };
+        assert!(!elevated("", &[]));
+        assert!(!elevated("[tools]\n", &[]));
+        assert!(elevated("[tools]\nelevated = true\n", &[]));
+        assert!(!elevated(
+            "[tools]\nelevated = true\n",
+            &[("TOOLGATE_ELEVATED", "false")]
+        ));
+        assert!(elevated("", &[("TOOLGATE_ELEVATED", "1")]));
+        assert_eq!(
+            parse_err("[tools]\nelevated = \"yes\"\n"),
+            "/p/toolgate.toml:2:12: invalid type: string \"yes\", expected a boolean"
         );
     }
 

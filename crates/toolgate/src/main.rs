@@ -94,6 +94,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the system prompt: AGENTS.md, SOUL.md, TOOLS.md (the active
+    /// tools) and the runtime facts.
+    Prompt {
+        /// Print each part separately as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Session id to state (default: a new one).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -182,6 +192,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let result = runtime()?.block_on(executor.call(&tool, args, &ctx));
             render::call_result(&tool, result, json)
         }
+        Command::Prompt { json, session } => prompt(&executor, &settings, &env, json, session),
     }
 }
 
@@ -193,31 +204,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Executor> {
-    let mut registry = Registry::new();
-    let workspace = sandbox::workspace(settings, env)?;
-    let resources = &settings.policy.resources;
-    let limits = toolgate_tools::Limits::within(
-        resources.max_output_bytes,
-        resources.max_output_lines,
-        resources.max_file_bytes,
-    );
-    toolgate_tools::register_fs_tools(&mut registry, workspace.clone(), limits)?;
-    let fs = Arc::new(toolgate_tools::Fs::new(workspace, limits));
-    toolgate_tools::register_runtime_tools(
-        &mut registry,
-        fs.clone(),
-        toolgate_tools::RuntimeConfig::default(),
-        toolgate_tools::process::ProcessConfig::default(),
-    )?;
-    toolgate_tools::memory::register_memory_tools(
-        &mut registry,
-        fs.clone(),
-        toolgate_tools::memory::MemoryConfig::default(),
-    )?;
-    let facts = toolgate_tools::neuron::RuntimeFacts::new("cli", settings.policy_preset.as_str());
-    toolgate_tools::neuron::register_neuron_tools(&mut registry, fs.clone(), facts)?;
-    let snapshot = toolgate_tools::snapshot::SnapshotTool::new(fs, env.state_dir());
-    registry.register(Arc::new(toolgate_core::Typed::new(snapshot)))?;
+    let mut registry = builtin_tools(settings, env)?;
     if demo {
         demo::register(&mut registry)?;
     }
@@ -231,6 +218,67 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
         builder = builder.output_dir(dir.clone());
     }
     Ok(builder.build())
+}
+
+/// `toolgate prompt`: markdown, or each part as JSON (plus the markdown).
+fn prompt(
+    executor: &Executor,
+    settings: &Settings,
+    env: &Environment,
+    json: bool,
+    session: Option<String>,
+) -> Result<ExitCode> {
+    use toolgate_tools::prompt::{PromptOptions, assemble};
+    let workspace = sandbox::workspace(settings, env)?;
+    let mut options = PromptOptions::default();
+    if let Some(id) = session {
+        options = options.session_id(id);
+    }
+    let prompt = runtime()?.block_on(assemble(executor, workspace.as_ref(), &options))?;
+    if json {
+        let mut value = serde_json::to_value(&prompt)?;
+        value["markdown"] = Value::String(prompt.markdown());
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", prompt.markdown());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every built-in tool over the configured workspace (`elevated` only when
+/// the operator enabled it).
+fn builtin_tools(settings: &Settings, env: &Environment) -> Result<Registry> {
+    use toolgate_tools::{Fs, Limits, RuntimeConfig, memory, neuron, process, snapshot};
+    let mut registry = Registry::new();
+    let workspace = sandbox::workspace(settings, env)?;
+    let resources = &settings.policy.resources;
+    let limits = Limits::within(
+        resources.max_output_bytes,
+        resources.max_output_lines,
+        resources.max_file_bytes,
+    );
+    toolgate_tools::register_fs_tools(&mut registry, workspace.clone(), limits)?;
+    let fs = Arc::new(Fs::new(workspace, limits));
+    let mut runtime = RuntimeConfig::default();
+    runtime.pass_env.clone_from(&settings.tools.pass_env);
+    if let Some(secs) = settings.tools.max_timeout {
+        runtime.max_timeout = std::time::Duration::from_secs(secs);
+    }
+    let mut processes = process::ProcessConfig::default();
+    if let Some(max) = settings.tools.max_processes {
+        processes.max_running = max;
+    }
+    toolgate_tools::register_runtime_tools(&mut registry, fs.clone(), runtime.clone(), processes)?;
+    memory::register_memory_tools(&mut registry, fs.clone(), memory::MemoryConfig::default())?;
+    let mut facts = neuron::RuntimeFacts::new("cli", settings.policy_preset.as_str());
+    facts.pass_env.clone_from(&runtime.pass_env);
+    neuron::register_neuron_tools(&mut registry, fs.clone(), facts)?;
+    if settings.elevated {
+        toolgate_tools::register_elevated_tool(&mut registry, fs.clone(), runtime)?;
+    }
+    let snapshot = snapshot::SnapshotTool::new(fs, env.state_dir());
+    registry.register(Arc::new(toolgate_core::Typed::new(snapshot)))?;
+    Ok(registry)
 }
 
 fn parse_args(raw: &str) -> Result<Value> {

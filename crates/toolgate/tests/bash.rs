@@ -173,3 +173,29 @@ fn cwd_escapes_are_refused_and_writes_stay_inside() {
     assert!(!Path::new(&format!("{}.new", outside.display())).exists());
     assert!(!p.dir.path().join("pwned").exists());
 }
+
+#[test]
+fn the_operator_allows_host_variables_and_caps_the_timeout_in_config() {
+    let p = Project::new();
+    std::fs::write(
+        p.root().join("toolgate.toml"),
+        "[tools]\npass_env = [\"BUILD_FLAVOR\"]\nmax_timeout = 5\n",
+    )
+    .unwrap();
+    let host = [("BUILD_FLAVOR", "nightly"), ("OTHER_SECRET", "hunter2")];
+    let (_, body, err) = p.bash(
+        json!({"command": "echo \"[$BUILD_FLAVOR][$OTHER_SECRET]\"", "pass_env": ["BUILD_FLAVOR"]}),
+        &host,
+    );
+    assert!(
+        text(&body).starts_with("[nightly][]\n"),
+        "{} {err}",
+        text(&body)
+    );
+    // Listed but not asked for: not passed.
+    let (_, body, _) = p.bash(json!({"command": "echo \"[$BUILD_FLAVOR]\""}), &host);
+    assert!(text(&body).starts_with("[]\n"), "{}", text(&body));
+    let (code, _, err) = p.bash(json!({"command": "true", "timeout": 6}), &host);
+    assert_eq!(code, 1);
+    assert!(err.contains("over the limit of 5 s"), "{err}");
+}

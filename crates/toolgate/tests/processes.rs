@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_core::{CallContext, Registry};
+use toolgate_core::{CallContext, EventSink, Registry, ToolEvent, ToolEventKind};
 use toolgate_policy::{CallError, Executor, Policy};
 use toolgate_sandbox::{LocalWorkspace, Sandbox, SandboxConfig};
 use toolgate_tools::process::ProcessConfig;
@@ -22,6 +22,16 @@ struct Agent {
 
 impl Agent {
     fn new(root: &Path, state: PathBuf, logs: PathBuf, max_running: usize) -> Agent {
+        Agent::with_events(root, state, logs, max_running, Arc::new(|_: &ToolEvent| {}))
+    }
+
+    fn with_events(
+        root: &Path,
+        state: PathBuf,
+        logs: PathBuf,
+        max_running: usize,
+        sink: Arc<dyn EventSink>,
+    ) -> Agent {
         let config = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_toolgate")), state)
             .stage2_prefix(["__stage2"]);
         let sandbox = Sandbox::new(config).unwrap();
@@ -36,6 +46,7 @@ impl Agent {
         register_runtime_tools(&mut registry, fs, RuntimeConfig::default(), processes).unwrap();
         let executor = Executor::builder(registry)
             .policy(Policy::standard())
+            .subscribe(sink)
             .build();
         Agent {
             executor,
@@ -256,4 +267,36 @@ async fn agents_see_only_their_own_processes_and_the_cap_holds() {
         "processes outlived their agent: {:?}",
         pids_with("sleep 313")
     );
+}
+
+#[tokio::test]
+async fn bash_output_lines_arrive_as_progress_events_while_it_runs() {
+    let w = world();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = seen.clone();
+    let go = w.root.join("go");
+    // The listener answers the first line by creating `go`, which the
+    // command waits for: the command can only finish if its first line was
+    // reported while it was still running.
+    let agent = Agent::with_events(
+        &w.root,
+        w.state.clone(),
+        w.logs.clone(),
+        4,
+        Arc::new(move |e: &ToolEvent| {
+            if let ToolEventKind::Progress { message } = &e.kind {
+                if message == "first" {
+                    std::fs::write(&go, "").unwrap();
+                }
+                sink.lock().unwrap().push(message.clone());
+            }
+        }),
+    );
+    let script = "echo first; while [ ! -e go ]; do sleep 0.05; done; echo second";
+    let (text, facts) = agent
+        .ok("bash", json!({"command": script, "timeout": 20}))
+        .await;
+    assert_eq!(facts["timed_out"], json!(false), "{text}");
+    assert!(text.starts_with("first\nsecond\n"), "{text}");
+    assert_eq!(*seen.lock().unwrap(), ["first", "second"]);
 }

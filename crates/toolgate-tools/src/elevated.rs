@@ -1,0 +1,194 @@
+//! `elevated`: a shell script run as `bash -c` directly on the host,
+//! outside the sandbox.
+//!
+//! This is the one tool that is not confined: it exists for the work the
+//! sandbox cannot do (a system package, a host service). It is off unless
+//! the operator enables it, destructive (so inactive under every policy cap
+//! below destructive) and the default permission rules ask before every
+//! call. What it still guarantees: a working directory resolved through the
+//! jail, an environment of PATH, HOME, LANG and allowlisted host variables
+//! only, a timeout that kills the whole process group, and bash's bounded,
+//! structured result.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_core::{
+    CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
+};
+use toolgate_sandbox::EntryKind;
+use toolgate_sandbox::runner::{self, ExecRequest, Stream};
+
+use crate::bash::{FullOutput, RuntimeConfig, check_env_name, check_pass_env, command_result};
+use crate::fs::{Fs, jail_error};
+
+/// Host variables every elevated command sees (when the host has them).
+/// Attack: toolgate's own environment holds tokens and proxy credentials;
+/// a host command must not inherit them, so nothing else is passed
+/// unless the operator allowlists it and the call names it.
+const BASE_VARS: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// Arguments of `elevated`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ElevatedArgs {
+    /// The script, run as `bash -c` on the host, outside the sandbox.
+    pub command: String,
+    /// Working directory, relative to the workspace (default: its working
+    /// directory); it must lie in a workspace root.
+    pub cwd: Option<String>,
+    /// Seconds before the command's whole process group is killed (default 120).
+    #[schemars(range(min = 1))]
+    pub timeout: Option<u64>,
+    /// Text fed to the command's standard input.
+    pub stdin: Option<String>,
+    /// Environment variables to set for this command: {"NAME": "value"}.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Host environment variables to pass through, by name; only those the
+    /// operator allows (`pass_env`).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+}
+
+/// The `elevated` tool.
+pub struct ElevatedTool {
+    fs: Arc<Fs>,
+    config: RuntimeConfig,
+    /// The host variables a command may get: the base ones and the
+    /// operator's allowlist, captured once; nothing else is kept.
+    host_env: BTreeMap<OsString, OsString>,
+}
+
+impl ElevatedTool {
+    /// `elevated` over `fs`, with host variables from this process's
+    /// environment.
+    pub fn new(fs: Arc<Fs>, config: RuntimeConfig) -> ElevatedTool {
+        ElevatedTool::with_host_env(fs, config, std::env::vars_os())
+    }
+
+    /// `elevated` over `fs`, with host variables taken from `vars` instead
+    /// of this process's environment.
+    pub fn with_host_env(
+        fs: Arc<Fs>,
+        config: RuntimeConfig,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> ElevatedTool {
+        let host_env = vars
+            .into_iter()
+            .filter(|(name, _)| {
+                BASE_VARS.iter().any(|base| name == base)
+                    || config
+                        .pass_env
+                        .iter()
+                        .any(|allowed| name == allowed.as_str())
+            })
+            .collect();
+        ElevatedTool {
+            fs,
+            config,
+            host_env,
+        }
+    }
+
+    /// The working directory: the workspace's, or `cwd` resolved through
+    /// the jail (a `..` or symlink escape is refused). The command itself
+    /// is not confined to it; this only keeps relative paths predictable.
+    async fn working_dir(&self, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
+        let Some(cwd) = cwd else {
+            return Ok(self.fs.workspace().cwd().to_owned());
+        };
+        let place = self.fs.locate(cwd)?;
+        let jail = place.jail.clone();
+        let rel = place.rel.clone();
+        let kind = crate::fs::blocking(move || jail.stat(&rel).map_err(jail_error)).await?;
+        if kind.kind != EntryKind::Dir {
+            return Err(ToolError::InvalidArguments(format!(
+                "cwd `{}` is not a directory; give a directory inside the workspace",
+                place.shown
+            )));
+        }
+        Ok(place.jail.root().join(&place.rel))
+    }
+}
+
+const DESCRIPTION: &str = "UNSANDBOXED. Runs a shell script (`bash -c`) directly ON THE HOST, \
+outside the sandbox, with every right of the user running toolgate: it can read and change any \
+file that user can, reach the network and other processes, and nothing it does can be undone. \
+A person must approve every call. Use it only for a task the sandbox cannot do and the user \
+asked for (installing a system package, talking to a host service, changing a file outside the \
+workspace). Do NOT use it for building, testing or editing files (use bash, read, edit), to get \
+around a refusal of another tool, or when unsure: ask the user instead. The environment holds \
+only PATH, HOME, LANG and host variables the operator allows; the whole process group is killed \
+at the timeout (default 120 s). Returns what bash returns: stdout, stderr, the exit code, the \
+signal, whether it timed out, and the whole of a long output saved to a file.";
+
+#[async_trait]
+impl TypedTool for ElevatedTool {
+    type Args = ElevatedArgs;
+
+    fn spec(&self) -> ToolSpec {
+        // No group: enabling a group (`group:runtime`) must never enable it.
+        ToolSpec::new("elevated", DESCRIPTION, EffectClass::Destructive)
+            .idempotency(Idempotency::AtMostOnce)
+            .command_arg("/command")
+            .path_arg("/cwd")
+    }
+
+    async fn run(&self, args: ElevatedArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let timeout = self.config.timeout(args.timeout)?;
+        let cwd = self.working_dir(args.cwd.as_deref()).await?;
+        let mut request = ExecRequest::new("bash")
+            .arg("-c")
+            .arg(&args.command)
+            .cwd(cwd)
+            .timeout(timeout);
+        for base in BASE_VARS {
+            if let Some(value) = self.host_env.get(&OsString::from(base)) {
+                request = request.env(base, value.clone());
+            }
+        }
+        for name in &args.pass_env {
+            check_pass_env(&self.config, name)?;
+            if let Some(value) = self.host_env.get(&OsString::from(name)) {
+                request = request.env(name.clone(), value.clone());
+            }
+        }
+        for (name, value) in &args.env {
+            check_env_name(name)?;
+            request = request.env(name.clone(), value.clone());
+        }
+        if let Some(stdin) = args.stdin {
+            request = request.stdin(stdin.into_bytes());
+        }
+        let mut full = FullOutput::default();
+        let progress = &ctx.progress;
+        let run = runner::run_streaming(request, |stream: Stream, line: &str| {
+            full.push(stream, line);
+            progress.report(line);
+        })
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let (mut text, mut structured) = command_result(
+            &self.fs,
+            &self.config.output_dir,
+            "elevated",
+            &ctx.call_id,
+            &run,
+            &full,
+            timeout,
+        )
+        .await?;
+        let _ = writeln!(text, "[ran on the host, outside the sandbox]");
+        structured["backend"] = json!("host");
+        structured["sandboxed"] = json!(false);
+        Ok(ToolOutput::text(text).with_structured(structured))
+    }
+}
