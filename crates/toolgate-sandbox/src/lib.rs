@@ -10,6 +10,7 @@
 //! This crate is the boundary; the policy layers of `toolgate-policy` are
 //! defence in depth in front of it.
 
+pub mod egress;
 pub mod jail;
 pub mod plan;
 pub mod probe;
