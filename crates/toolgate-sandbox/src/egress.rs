@@ -22,3 +22,19 @@ pub use policy::{EgressMode, NetworkModeName, NetworkPolicy, NetworkPolicyError}
 pub use rule::{EgressRule, EgressRuleError, RuleList, RuleProblem};
 pub use rules::{EgressDecision, EgressRules};
 pub use settings::{SandboxRuntimeSettings, SettingsError};
+
+/// The proxy asks the rules: by name before DNS, by address after it.
+impl crate::proxy::EgressPolicy for EgressRules {
+    fn decide(&self, host: &str, port: u16) -> crate::proxy::Verdict {
+        let decision = EgressRules::decide(self, host, port);
+        if decision.allowed {
+            crate::proxy::Verdict::allow(decision.reason)
+        } else {
+            crate::proxy::Verdict::deny(decision.reason)
+        }
+    }
+
+    fn check_resolved(&self, host: &str, addrs: &[std::net::IpAddr]) -> Result<(), String> {
+        EgressRules::check_resolved(self, host, addrs)
+    }
+}

@@ -14,6 +14,7 @@ pub mod egress;
 pub mod jail;
 pub mod plan;
 pub mod probe;
+pub mod proxy;
 pub mod roots;
 pub mod runner;
 pub mod sandbox;
