@@ -798,7 +798,7 @@ async fn the_proxy_enforces_egress_rules_parsed_from_configuration() {
     }
     let dir = tempfile::tempdir().unwrap();
     let proxy = EgressProxy::bind(
-        &dir.path().join("egress.sock"),
+        dir.path().join("egress.sock"),
         Arc::new(rules),
         Arc::new(resolver),
         Arc::new(|_| {}),
