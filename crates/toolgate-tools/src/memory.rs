@@ -206,6 +206,16 @@ impl MemoryStore {
         Ok(name.to_owned())
     }
 
+    /// The path a call touches, for the path layer: the named (or default)
+    /// file, or the directory for calls that take no file and read them all.
+    pub fn embedded_paths(&self, args: &serde_json::Value, whole_dir: bool) -> Vec<String> {
+        match args.get("file").and_then(serde_json::Value::as_str) {
+            Some(file) => vec![format!("{}/{file}", self.config.dir)],
+            None if whole_dir => vec![self.config.dir.clone()],
+            None => vec![format!("{}/{}", self.config.dir, self.config.default_file)],
+        }
+    }
+
     /// The memory directory in its jail.
     pub fn dir(&self) -> Result<Located, ToolError> {
         self.config

@@ -782,3 +782,41 @@ fn file_tools_work_end_to_end_through_the_binary() {
     );
     assert!(!s.project().join(".git/hooks/pre-commit").exists());
 }
+
+#[test]
+fn memory_files_are_paths_to_the_path_layer() {
+    let s = Sandbox::new();
+    let o = s.run(&[
+        "call",
+        "memory_append",
+        r#"{"section": "Build", "text": "cargo test"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(s.project().join("memory/MEMORY.md").exists());
+    s.write(
+        "project/toolgate.toml",
+        "[paths]\ndeny = [\"**/memory/**\"]\n",
+    );
+    for (tool, args) in [
+        ("memory_append", r#"{"text": "more"}"#),
+        ("memory_read", r#"{}"#),
+        ("memory_search", r#"{"query": "cargo"}"#),
+        (
+            "memory_replace",
+            r#"{"file": "MEMORY.md", "old_text": "cargo", "new_text": "make"}"#,
+        ),
+    ] {
+        let o = s.run(&["call", tool, args]);
+        assert_eq!(o.status.code(), Some(1), "{tool}: {}", stdout(&o));
+        assert!(
+            stderr(&o).contains("denied pattern `**/memory/**`"),
+            "{tool}: {}",
+            stderr(&o)
+        );
+    }
+    let text = std::fs::read_to_string(s.project().join("memory/MEMORY.md")).unwrap();
+    assert!(
+        text.contains("cargo test") && !text.contains("more"),
+        "{text}"
+    );
+}

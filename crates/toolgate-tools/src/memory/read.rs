@@ -54,6 +54,12 @@ impl TypedTool for MemoryReadTool {
         .parallel_safe(true)
     }
 
+    /// The memory file (or directory) is a path like any other to the
+    /// path layer: `[paths] deny` rules apply to it too.
+    fn embedded_paths(&self, args: &serde_json::Value) -> Result<Vec<String>, String> {
+        Ok(self.store.embedded_paths(args, true))
+    }
+
     async fn run(&self, args: MemoryReadArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let store = self.store.clone();
         match args.file {

@@ -64,6 +64,12 @@ impl TypedTool for MemoryReplaceTool {
         .group(MEMORY_GROUP)
     }
 
+    /// The memory file (or directory) is a path like any other to the
+    /// path layer: `[paths] deny` rules apply to it too.
+    fn embedded_paths(&self, args: &serde_json::Value) -> Result<Vec<String>, String> {
+        Ok(self.store.embedded_paths(args, false))
+    }
+
     async fn run(
         &self,
         args: MemoryReplaceArgs,
