@@ -7,6 +7,10 @@
 //! and Landlock before it execs the command. Where bubblewrap cannot run,
 //! the landlock backend applies stage 2 alone.
 //!
+//! Network access is `none`, `host`, or `proxy`: the empty namespace again,
+//! with toolgate's egress proxy ([`proxy`], applying [`egress`] rules)
+//! reachable on loopback through stage 2's forwarder and nothing else.
+//!
 //! This crate is the boundary; the policy layers of `toolgate-policy` are
 //! defence in depth in front of it.
 
@@ -26,7 +30,9 @@ pub use jail::{EntryInfo, EntryKind, FileStat, Jail, JailError};
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
 pub use probe::{Backend, BackendChoice, Probe, probe, probe_cached};
 pub use roots::{RootError, RootMap};
-pub use sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome};
+pub use sandbox::{
+    EgressSetup, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome,
+};
 pub use spec::{NetworkMode, SandboxSpec};
 pub use stage2::{Stage2Args, Stage2Error};
 pub use workspace::{Health, LocalWorkspace, Workspace, WorkspaceError};

@@ -2,8 +2,10 @@
 //!
 //! The order is fixed, because later mounts shadow earlier ones:
 //! namespaces and process flags, read-only system directories, fresh
-//! /proc, /dev and /tmp, writable roots, read-deny masks, and write-deny
-//! masks last, so nothing after them can undo them.
+//! /proc, /dev and /tmp, writable roots (and the directories pinned on the
+//! way to protected paths), extra read-only paths, the egress proxy's
+//! socket (network mode `proxy`), read-deny masks, and write-deny masks
+//! last, so nothing after them can undo them.
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
@@ -15,6 +17,10 @@ use crate::stage2::Stage2Args;
 
 /// Where stage 2 appears inside the sandbox.
 pub const STAGE2_PATH: &str = "/.toolgate/stage2";
+
+/// Where the egress proxy's socket appears inside the sandbox (network mode
+/// `proxy`); stage 2's forwarder connects to it.
+pub const EGRESS_SOCKET_PATH: &str = "/run/toolgate/egress.sock";
 
 /// System directories bound read-only (or recreated as symlinks on
 /// merged-/usr systems).
@@ -141,6 +147,9 @@ pub struct PlanFiles {
     /// hidden subcommand of the `toolgate` binary); empty for a dedicated
     /// stage-2 binary.
     pub stage2_prefix: Vec<OsString>,
+    /// The egress proxy's unix socket on the host, for network mode
+    /// `proxy`: a fresh one per run.
+    pub egress_socket: Option<PathBuf>,
 }
 
 /// A plan that cannot be built.
@@ -169,6 +178,11 @@ pub enum PlanError {
         /// The symlink.
         path: PathBuf,
     },
+    /// Network mode `proxy` without a proxy socket to bind.
+    #[error(
+        "network mode `proxy` needs the egress proxy's socket; run through `Sandbox`, which starts the proxy"
+    )]
+    NoEgressSocket,
     /// The working directory is not inside a root.
     #[error("working directory `{}` is not inside a writable root", path.display())]
     CwdOutsideRoots {
@@ -237,6 +251,16 @@ impl BwrapPlan {
             if host.entry(path) != HostEntry::Missing {
                 b.push_path("--ro-bind", &[path, path]);
             }
+        }
+        if spec.network == NetworkMode::Proxy {
+            // After the roots and read-only paths, so none of them can hide
+            // it; read-only, so the command cannot replace it with a socket
+            // of its own (connecting needs no write access to the mount).
+            let socket = files
+                .egress_socket
+                .as_deref()
+                .ok_or(PlanError::NoEgressSocket)?;
+            b.push_path("--ro-bind", &[socket, Path::new(EGRESS_SOCKET_PATH)]);
         }
         read_deny_masks(&mut b, spec, files, host);
         write_deny_masks(&mut b, files, protection.masks);

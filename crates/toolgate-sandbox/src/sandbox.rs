@@ -5,34 +5,28 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 mod cleanup;
+mod network;
 
 use cleanup::{Audit, Placeholders};
+pub use network::EgressSetup;
+use network::{RunningProxy, egress_for, is_proxy_variable, proxy_environment};
 
-use crate::plan::{BwrapPlan, PlanError, PlanFiles, RealHost};
+use crate::egress::EgressRules;
+use crate::plan::{BwrapPlan, EGRESS_SOCKET_PATH, PlanError, PlanFiles, RealHost};
 use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
+use crate::proxy::{EventSink, Resolver};
 use crate::runner::{self, Attach, ExecOutcome, ExecRequest, ResourceLimits, RunnerError, Stream};
 use crate::spec::{NetworkMode, SandboxSpec};
 use crate::stage2::{Stage2Args, encode_env};
 
 /// Variables a sandboxed command gets from the host by default.
 pub const DEFAULT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
-
-/// Host variables that never enter, even when asked for by name: proxy
-/// settings (and the credentials they often embed) are the egress proxy's
-/// business, not the command's.
-const NEVER_PASSED: &[&str] = &[
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "no_proxy",
-    "ftp_proxy",
-    "socks_proxy",
-];
 
 const FALLBACK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -54,6 +48,8 @@ pub struct SandboxConfig {
     pub state_dir: PathBuf,
     /// Arguments before the stage-2 arguments (`__stage2` for the toolgate binary).
     pub stage2_prefix: Vec<OsString>,
+    /// What network mode `proxy` enforces; without it, `proxy` runs are refused.
+    pub egress: Option<EgressSetup>,
 }
 
 impl SandboxConfig {
@@ -64,6 +60,7 @@ impl SandboxConfig {
             stage2,
             state_dir,
             stage2_prefix: Vec::new(),
+            egress: None,
         }
     }
 
@@ -80,6 +77,20 @@ impl SandboxConfig {
     /// Sets the backend choice.
     pub fn backend(mut self, backend: BackendChoice) -> Self {
         self.backend = backend;
+        self
+    }
+
+    /// Enables network mode `proxy`: each such run gets its own egress
+    /// proxy applying `rules` (an empty allowlist refuses everything),
+    /// resolving allowed names with `resolver` and reporting every
+    /// connection to `records`.
+    pub fn egress(
+        mut self,
+        rules: EgressRules,
+        resolver: Arc<dyn Resolver>,
+        records: EventSink,
+    ) -> Self {
+        self.egress = Some(EgressSetup::new(rules, resolver, records));
         self
     }
 }
@@ -201,6 +212,7 @@ pub struct Sandbox {
     files: PlanFiles,
     state_dir: PathBuf,
     host_env: BTreeMap<String, String>,
+    egress: Option<EgressSetup>,
 }
 
 impl Sandbox {
@@ -228,9 +240,11 @@ impl Sandbox {
                 empty_file,
                 empty_dir,
                 stage2_prefix: config.stage2_prefix,
+                egress_socket: None,
             },
             state_dir: config.state_dir,
             host_env: std::env::vars().collect(),
+            egress: config.egress,
         })
     }
 
@@ -271,6 +285,7 @@ impl Sandbox {
         }
         Self::check_environment(&command)?;
         let spec = &self.protected_spec(spec)?;
+        let egress = egress_for(spec, self.backend, self.egress.as_ref())?;
         let mut env = self.environment(spec, &command);
         let tmp = match self.backend {
             Backend::Landlock => Some(tempfile_dir(&self.state_dir)?),
@@ -285,7 +300,12 @@ impl Sandbox {
         let tmp_path = tmp.as_ref().map_or(Path::new("/tmp"), TempDir::path);
         let mut placeholders = Placeholders::lock(&self.state_dir, &spec.writable_roots)?;
         let audit = Audit::before(spec)?;
-        let plan = self.launch(spec, &command.argv, tmp_path)?;
+        let proxy = match egress {
+            Some(setup) => Some(RunningProxy::start(&self.state_dir, setup)?),
+            None => None,
+        };
+        let egress_socket = proxy.as_ref().and_then(RunningProxy::socket);
+        let plan = self.launch(spec, &command.argv, tmp_path, egress_socket)?;
         placeholders.record(&plan.created_mount_points)?;
         let request = match self.backend {
             // The environment reaches stage 2 through a pipe, never an argv.
@@ -294,7 +314,11 @@ impl Sandbox {
             }
             Backend::None => request(&command, spec, plan.argv, env),
         };
-        let outcome = runner::run_attached(request, attach, on_line).await?;
+        let outcome = runner::run_attached(request, attach, on_line).await;
+        if let Some(proxy) = proxy {
+            proxy.stop().await;
+        }
+        let outcome = outcome?;
         let warnings = audit.after();
         Ok(SandboxOutcome {
             outcome,
@@ -364,7 +388,9 @@ impl Sandbox {
             .copied()
             .chain(command.pass_env.iter().map(String::as_str));
         for name in names {
-            if NEVER_PASSED.contains(&name.to_ascii_lowercase().as_str()) {
+            // Proxy settings (and the credentials they often embed) are the
+            // egress proxy's business, never the command's.
+            if is_proxy_variable(name) {
                 continue;
             }
             if let Some(value) = self.host_env.get(name) {
@@ -388,6 +414,12 @@ impl Sandbox {
         for (name, value) in &command.set_env {
             env.insert(name.clone(), value.clone());
         }
+        if spec.network == NetworkMode::Proxy {
+            // The forwarder's ports are the only way out: nothing may point
+            // the command elsewhere, not even an explicit value.
+            env.retain(|name, _| !is_proxy_variable(name));
+            env.extend(proxy_environment(env.get("PATH").map(String::as_str)));
+        }
         env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
 
@@ -409,34 +441,42 @@ impl Sandbox {
     /// flags only, never an environment value.
     pub fn plan(&self, spec: &SandboxSpec, argv: &[OsString]) -> Result<BwrapPlan, SandboxError> {
         let spec = self.protected_spec(spec)?;
-        self.launch(&spec, argv, &self.state_dir.join("tmp-RUN"))
+        egress_for(&spec, self.backend, self.egress.as_ref())?;
+        let egress_socket = self.state_dir.join("egress-RUN/egress.sock");
+        self.launch(
+            &spec,
+            argv,
+            &self.state_dir.join("tmp-RUN"),
+            Some(&egress_socket),
+        )
     }
 
     /// The argv for this backend; `tmp` is the private temp dir of a
-    /// landlock run.
+    /// landlock run, `egress_socket` the host side of a `proxy` run's proxy.
     fn launch(
         &self,
         spec: &SandboxSpec,
         argv: &[OsString],
         tmp: &Path,
+        egress_socket: Option<&Path>,
     ) -> Result<BwrapPlan, SandboxError> {
         match self.backend {
             Backend::Bwrap => {
+                let proxied = spec.network == NetworkMode::Proxy;
                 let stage2 = Stage2Args {
                     network: spec.network,
-                    in_network_namespace: spec.network == NetworkMode::None,
+                    in_network_namespace: spec.network != NetworkMode::Host,
                     allow_unix_sockets: spec.allow_unix_sockets,
                     read: vec!["/".into()],
                     write: writable_paths(spec, Path::new("/tmp")),
                     env_fd: Some(ENV_FD),
+                    egress_socket: proxied.then(|| EGRESS_SOCKET_PATH.into()),
                 };
-                Ok(BwrapPlan::build(
-                    spec,
-                    &self.files,
-                    &stage2,
-                    argv,
-                    &RealHost,
-                )?)
+                let files = PlanFiles {
+                    egress_socket: egress_socket.filter(|_| proxied).map(Path::to_owned),
+                    ..self.files.clone()
+                };
+                Ok(BwrapPlan::build(spec, &files, &stage2, argv, &RealHost)?)
             }
             Backend::Landlock => {
                 let mut read: Vec<PathBuf> = LANDLOCK_READABLE.iter().map(PathBuf::from).collect();
@@ -449,6 +489,7 @@ impl Sandbox {
                     read,
                     write: writable_paths(spec, tmp),
                     env_fd: Some(ENV_FD),
+                    egress_socket: None,
                 };
                 let mut full = vec![self.files.stage2.clone().into_os_string()];
                 full.extend(self.files.stage2_prefix.iter().cloned());

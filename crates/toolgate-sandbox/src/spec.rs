@@ -14,12 +14,18 @@ pub enum NetworkMode {
     /// but unix ones (landlock backend).
     #[default]
     None,
+    /// Only through toolgate's egress proxy, which applies the allowlist
+    /// given to [`SandboxConfig::egress`](crate::SandboxConfig::egress): an
+    /// empty network namespace whose loopback ports 3128 (HTTP) and 1080
+    /// (SOCKS5) lead to the proxy and nowhere else.
+    Proxy,
     /// The host's network.
     Host,
 }
 
 toolgate_core::wire_enum!(NetworkMode, "network mode", {
     None => "none",
+    Proxy => "proxy",
     Host => "host",
 });
 

@@ -3,8 +3,9 @@
 //! Our own binary is re-executed (inside bubblewrap, or directly with the
 //! landlock backend). It reads the command's environment from a file
 //! descriptor, sets no_new_privs, drops every capability, confines the
-//! filesystem with Landlock where the kernel has it, installs a seccomp
-//! filter, and finally execs the command. Any failure before the exec ends
+//! filesystem with Landlock where the kernel has it, in network mode
+//! `proxy` forks the egress forwarder, installs a seccomp filter, and
+//! finally execs the command. Any failure before the exec ends
 //! the run: stage 2 fails closed, it never runs the command less confined.
 
 use std::ffi::{OsStr, OsString};
@@ -18,9 +19,11 @@ use crate::spec::NetworkMode;
 
 mod caps;
 mod filter;
+mod forwarder;
 mod landlock_rules;
 
 pub use filter::seccomp_filters;
+pub use forwarder::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
 
 /// Exit status of stage 2 when it refuses to run the command.
 pub const STAGE2_FAILURE: i32 = 125;
@@ -41,6 +44,10 @@ pub struct Stage2Args {
     pub write: Vec<PathBuf>,
     /// Descriptor holding the environment as `KEY=VALUE\0` records.
     pub env_fd: Option<i32>,
+    /// The egress proxy's unix socket (as seen inside the sandbox): stage 2
+    /// forwards 127.0.0.1:3128 and 127.0.0.1:1080 to it before confining
+    /// the command (network mode `proxy`).
+    pub egress_socket: Option<PathBuf>,
 }
 
 /// Why stage 2 did not run the command.
@@ -92,6 +99,10 @@ impl Stage2Args {
             argv.push("--env-fd".into());
             argv.push(fd.to_string().into());
         }
+        if let Some(socket) = &self.egress_socket {
+            argv.push("--egress-socket".into());
+            argv.push(socket.as_os_str().to_owned());
+        }
         argv
     }
 
@@ -135,6 +146,9 @@ impl Stage2Args {
                         Stage2Error::Setup("--env-fd needs a descriptor > 2".into())
                     })?);
                 }
+                Some("--egress-socket") => {
+                    parsed.egress_socket = Some(value(&mut iter, "--egress-socket")?.into());
+                }
                 _ => return Err(Stage2Error::Setup(format!("unknown argument {arg:?}"))),
             }
         }
@@ -174,6 +188,12 @@ fn confine(args: &Stage2Args) -> Result<Vec<(OsString, OsString)>, Stage2Error> 
         .map_err(|e| Stage2Error::Setup(format!("cannot set no_new_privs: {e}")))?;
     caps::drop_all()?;
     landlock_rules::restrict(args)?;
+    if let Some(socket) = &args.egress_socket {
+        // Before the command's seccomp filter: the forwarder is forked with
+        // everything above already applied, and keeps what the filter would
+        // take away from the command, unix sockets, to reach the proxy.
+        forwarder::start(socket, args)?;
+    }
     for program in seccomp_filters(args)? {
         seccompiler::apply_filter(&program)
             .map_err(|e| Stage2Error::Setup(format!("cannot install the seccomp filter: {e}")))?;
@@ -252,6 +272,7 @@ mod tests {
             read: vec!["/".into()],
             write: vec!["/w".into(), "/tmp".into()],
             env_fd: Some(3),
+            egress_socket: Some("/run/toolgate/egress.sock".into()),
         };
         let mut argv = args.to_argv();
         argv.push("--".into());
@@ -267,7 +288,7 @@ mod tests {
         };
         assert_eq!(
             parse(&["--network", "wifi", "--", "x"]),
-            Err("stage 2: unknown network mode `wifi`, expected one of: none, host".into())
+            Err("stage 2: unknown network mode `wifi`, expected one of: none, proxy, host".into())
         );
         assert_eq!(
             parse(&["--env-fd", "1", "--", "x"]),
@@ -276,6 +297,10 @@ mod tests {
         assert_eq!(
             parse(&["--read"]),
             Err("stage 2: --read needs a value".into())
+        );
+        assert_eq!(
+            parse(&["--egress-socket"]),
+            Err("stage 2: --egress-socket needs a value".into())
         );
         assert_eq!(parse(&["--"]), Err("stage 2: no command after --".into()));
         assert_eq!(

@@ -82,17 +82,19 @@ fn files() -> PlanFiles {
         empty_file: "/run/toolgate/empty".into(),
         empty_dir: "/run/toolgate/empty-dir".into(),
         stage2_prefix: Vec::new(),
+        egress_socket: Some("/var/lib/toolgate/egress-RUN/egress.sock".into()),
     }
 }
 
 fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
     Stage2Args {
         network: spec.network,
-        in_network_namespace: spec.network == NetworkMode::None,
+        in_network_namespace: spec.network != NetworkMode::Host,
         allow_unix_sockets: spec.allow_unix_sockets,
         read: vec!["/".into()],
         write: spec.writable_roots.clone(),
         env_fd: Some(3),
+        egress_socket: (spec.network == NetworkMode::Proxy).then(|| EGRESS_SOCKET_PATH.into()),
     }
 }
 
@@ -152,6 +154,28 @@ fn plan_for_a_fresh_directory_without_git_on_a_split_usr_host() {
 }
 
 #[test]
+fn plan_in_proxy_mode_binds_the_egress_socket_in_an_empty_network_namespace() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/work").dir("/work/app").dir("/work/app/.git");
+    let spec = SandboxSpec::for_root("/work/app").network(NetworkMode::Proxy);
+    insta::assert_snapshot!(render(&plan(&spec, &host)));
+}
+
+#[test]
+fn proxy_mode_without_a_proxy_socket_is_refused() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w");
+    let spec = SandboxSpec::for_root("/w").network(NetworkMode::Proxy);
+    let files = PlanFiles {
+        egress_socket: None,
+        ..files()
+    };
+    let err =
+        BwrapPlan::build(&spec, &files, &stage2_for(&spec), &["true".into()], &host).unwrap_err();
+    assert_eq!(err, PlanError::NoEgressSocket);
+}
+
+#[test]
 fn plan_for_a_git_worktree_protects_the_real_git_dir() {
     let mut host = Fixture::merged_usr();
     host.dir("/src")
@@ -191,7 +215,9 @@ fn mounts_come_in_the_fixed_order() {
         .dir("/w/.git")
         .file("/w/.git/config")
         .dir("/w/private");
-    let spec = SandboxSpec::for_root("/w").read_deny("/w/private");
+    let spec = SandboxSpec::for_root("/w")
+        .read_deny("/w/private")
+        .network(NetworkMode::Proxy);
     let argv: Vec<String> = plan(&spec, &host)
         .argv
         .iter()
@@ -209,6 +235,11 @@ fn mounts_come_in_the_fixed_order() {
         position(&["--tmpfs", "/tmp"]),
         position(&["--bind", "/w", "/w"]),
         position(&["--bind", "/w/.git", "/w/.git"]),
+        position(&[
+            "--ro-bind",
+            "/var/lib/toolgate/egress-RUN/egress.sock",
+            EGRESS_SOCKET_PATH,
+        ]),
         position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
         position(&["--ro-bind", "/run/toolgate/empty-dir", "/w/private"]),
         position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),

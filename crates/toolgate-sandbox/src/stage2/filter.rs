@@ -223,6 +223,12 @@ mod tests {
                 args(NetworkMode::Host, false, true),
                 vec![AF_UNIX, AF_INET, AF_INET6, AF_NETLINK],
             ),
+            // bwrap, network proxy: loopback to the forwarder, but no unix
+            // socket that could reach the proxy (or anything) around it.
+            (
+                args(NetworkMode::Proxy, true, false),
+                vec![AF_INET, AF_INET6, AF_NETLINK],
+            ),
         ];
         for (args, expected) in cases {
             assert_eq!(allowed_socket_families(&args), expected, "{args:?}");

@@ -1,0 +1,395 @@
+//! Network mode `proxy` end to end: real bubblewrap, stage 2's forwarder,
+//! the egress proxy, and curl inside the sandbox. Only loopback is reached:
+//! a host HTTP server on 127.0.0.1 and a static resolver that maps
+//! `allowed.test` and `denied.test` to it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use toolgate_sandbox::egress::EgressRules;
+use toolgate_sandbox::proxy::{ConnectionRecord, EventSink, Protocol, StaticResolver};
+use toolgate_sandbox::{
+    BackendChoice, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxError,
+    SandboxOutcome, SandboxSpec,
+};
+
+const PAGE: &str = "hello from the allowed host";
+const CREDENTIALED: &str = "http://user:pa55@corp.example:8080";
+
+/// curl's exit codes the tests tell apart.
+const CURL_COULDNT_CONNECT: i32 = 7;
+const CURL_RECV_ERROR: i32 = 56;
+const CURL_PROXY_ERROR: i32 = 97;
+
+/// A host HTTP server on 127.0.0.1 answering every request with [`PAGE`].
+fn serve_page() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
+                    PAGE.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            });
+        }
+    });
+    port
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    sandbox: Sandbox,
+    records: Arc<Mutex<Vec<ConnectionRecord>>>,
+    port: u16,
+}
+
+impl World {
+    fn new() -> World {
+        let port = serve_page();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("root")).unwrap();
+        let rules =
+            EgressRules::new(&[format!("allowed.test:{port}")], &["denied.test".into()]).unwrap();
+        let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let resolver = StaticResolver::new()
+            .with("allowed.test", loopback)
+            .with("denied.test", loopback);
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let sink: EventSink = {
+            let records = Arc::clone(&records);
+            Arc::new(move |record| records.lock().unwrap().push(record))
+        };
+        let config = SandboxConfig::new(
+            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+            dir.path().join("state"),
+        )
+        .backend(BackendChoice::Bwrap)
+        .egress(rules, Arc::new(resolver), sink);
+        let host_env = BTreeMap::from([
+            ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
+            ("HOME".to_owned(), "/root".to_owned()),
+            ("HTTP_PROXY".to_owned(), CREDENTIALED.to_owned()),
+            ("https_proxy".to_owned(), CREDENTIALED.to_owned()),
+            ("ALL_PROXY".to_owned(), CREDENTIALED.to_owned()),
+        ]);
+        let sandbox = Sandbox::new(config).unwrap().with_host_env(host_env);
+        World {
+            dir,
+            sandbox,
+            records,
+            port,
+        }
+    }
+
+    fn spec(&self) -> SandboxSpec {
+        SandboxSpec::for_root(self.dir.path().join("root")).network(NetworkMode::Proxy)
+    }
+
+    async fn sh(&self, script: &str) -> SandboxOutcome {
+        let command = SandboxCommand::shell(script).timeout(Duration::from_secs(60));
+        self.sandbox.run(&self.spec(), command).await.unwrap()
+    }
+
+    /// Runs curl with `args` (plus `--max-time 10`, so a hang would show up
+    /// as exit 28) and returns its exit code, stdout and stderr.
+    async fn curl(&self, args: &str) -> (i32, String, String) {
+        let o = self.sh(&format!("curl -sS --max-time 10 {args}")).await;
+        (o.outcome.exit_code, o.outcome.stdout, o.outcome.stderr)
+    }
+
+    fn take_records(&self) -> Vec<ConnectionRecord> {
+        std::mem::take(&mut *self.records.lock().unwrap())
+    }
+}
+
+#[tokio::test]
+async fn an_allowed_host_answers_through_http_connect_and_socks() {
+    let w = World::new();
+    let url = format!("http://allowed.test:{}/", w.port);
+    for (how, args) in [
+        ("http", format!("-x http://127.0.0.1:3128 {url}")),
+        (
+            "connect",
+            format!("-x http://127.0.0.1:3128 --proxytunnel {url}"),
+        ),
+        ("socks", format!("--socks5-hostname 127.0.0.1:1080 {url}")),
+        // The environment alone routes curl through the proxy.
+        ("environment", url.clone()),
+    ] {
+        assert_eq!(
+            w.curl(&args).await,
+            (0, PAGE.into(), String::new()),
+            "{how}"
+        );
+    }
+    let records = w.take_records();
+    let summary: Vec<(String, u16, Protocol, bool)> = records
+        .iter()
+        .map(|r| (r.host.clone(), r.port, r.protocol, r.allowed))
+        .collect();
+    let allowed = |protocol| ("allowed.test".to_owned(), w.port, protocol, true);
+    assert_eq!(
+        summary,
+        vec![
+            allowed(Protocol::HttpForward),
+            allowed(Protocol::HttpConnect),
+            allowed(Protocol::Socks5),
+            allowed(Protocol::HttpForward),
+        ]
+    );
+    for record in &records {
+        assert!(record.bytes_up > 0, "{record:?}");
+        assert!(record.bytes_down > PAGE.len() as u64, "{record:?}");
+    }
+}
+
+#[tokio::test]
+async fn refused_destinations_fail_at_once_with_a_proxy_error() {
+    let w = World::new();
+    let port = w.port;
+    let other_port = if port == 65535 { port - 1 } else { port + 1 };
+    let refused = [
+        ("denied.test", format!("denied.test:{port}")),
+        ("unlisted.test", format!("unlisted.test:{port}")),
+        ("allowed.test", format!("allowed.test:{other_port}")),
+        ("127.0.0.1", format!("127.0.0.1:{port}")),
+    ];
+    for (host, target) in &refused {
+        // `--noproxy ''`: NO_PROXY lists 127.0.0.1, which would make curl
+        // skip the proxy for the raw-IP case instead of asking it.
+        let plain = w
+            .curl(&format!(
+                "--noproxy '' -o /dev/null -w '%{{http_code}}' -x http://127.0.0.1:3128 http://{target}/"
+            ))
+            .await;
+        assert_eq!(
+            (plain.0, plain.1.as_str()),
+            (0, "403"),
+            "{target}: {plain:?}"
+        );
+        let connect = w
+            .curl(&format!(
+                "--noproxy '' -x http://127.0.0.1:3128 --proxytunnel http://{target}/"
+            ))
+            .await;
+        assert_eq!(connect.0, CURL_RECV_ERROR, "{target}: {connect:?}");
+        assert!(connect.2.contains("403"), "{target}: {connect:?}");
+        let socks = w
+            .curl(&format!(
+                "--noproxy '' --socks5-hostname 127.0.0.1:1080 http://{target}/"
+            ))
+            .await;
+        assert_eq!(socks.0, CURL_PROXY_ERROR, "{target}: {socks:?}");
+        let records = w.take_records();
+        assert_eq!(records.len(), 3, "{target}: {records:?}");
+        for record in records {
+            assert_eq!(
+                (record.host.as_str(), record.allowed, record.bytes_down),
+                (*host, false, 0),
+                "{record:?}"
+            );
+            assert!(!record.reason.is_empty());
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_command_has_no_way_around_the_proxy() {
+    let w = World::new();
+    let port = w.port;
+    // The host's loopback server is not in the sandbox's network namespace.
+    let direct = w
+        .curl(&format!("--noproxy '*' http://127.0.0.1:{port}/"))
+        .await;
+    assert_eq!(direct.0, CURL_COULDNT_CONNECT, "{direct:?}");
+    // No unix socket: not the proxy's, not any other.
+    let unix = w
+        .sh("python3 -c 'import socket\n\
+             try:\n    socket.socket(socket.AF_UNIX)\n\
+             except OSError as e:\n    print(e.errno)'")
+        .await;
+    assert_eq!(
+        unix.outcome.stdout.trim(),
+        libc::EPERM.to_string(),
+        "{unix:#?}"
+    );
+    let connect = w
+        .sh(
+            "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"/run/toolgate/egress.sock\")'",
+        )
+        .await;
+    assert_ne!(connect.outcome.exit_code, 0, "{connect:#?}");
+    // Nor the proxy's ports for anything of its own.
+    let bind = w
+        .sh("python3 -c 'import socket; socket.socket().bind((\"127.0.0.1\", 3128))'")
+        .await;
+    assert!(
+        bind.outcome.stderr.contains("Address already in use"),
+        "{bind:#?}"
+    );
+    // No DNS: names resolve only through the proxy (getent: 2 = not found).
+    for name in ["allowed.test", "unlisted.test", "example.com"] {
+        let o = w.sh(&format!("getent hosts {name}")).await;
+        assert_eq!(o.outcome.exit_code, 2, "{name}: {o:#?}");
+    }
+    // The forwarder's listeners are not inherited: the command holds no socket.
+    let fds = w.sh("find /proc/self/fd/ -lname 'socket:*'").await;
+    assert_eq!(fds.outcome.stdout, "", "{fds:#?}");
+    assert_eq!(w.take_records(), Vec::new());
+}
+
+#[tokio::test]
+async fn the_command_sees_the_proxy_variables_and_never_the_hosts() {
+    let w = World::new();
+    let mut command = SandboxCommand::new(["printenv"]);
+    for name in ["HTTP_PROXY", "https_proxy", "ALL_PROXY"] {
+        command = command.pass_env(name);
+    }
+    let o = w.sandbox.run(&w.spec(), command).await.unwrap();
+    assert_eq!(o.outcome.exit_code, 0, "{o:#?}");
+    let env: BTreeMap<&str, &str> = o
+        .outcome
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.to_ascii_lowercase().contains("proxy") || k.starts_with("GIT_"))
+        .collect();
+    let mut expected = BTreeMap::from([
+        ("ALL_PROXY", "socks5h://127.0.0.1:1080"),
+        ("HTTPS_PROXY", "http://127.0.0.1:3128"),
+        ("HTTP_PROXY", "http://127.0.0.1:3128"),
+        ("NO_PROXY", "localhost,127.0.0.1,::1"),
+        ("all_proxy", "socks5h://127.0.0.1:1080"),
+        ("http_proxy", "http://127.0.0.1:3128"),
+        ("https_proxy", "http://127.0.0.1:3128"),
+        ("no_proxy", "localhost,127.0.0.1,::1"),
+    ]);
+    let openbsd_nc =
+        std::fs::canonicalize("/usr/bin/nc").is_ok_and(|p| p.to_string_lossy().contains("openbsd"));
+    if openbsd_nc {
+        expected.insert(
+            "GIT_SSH_COMMAND",
+            "ssh -o ProxyCommand='nc -X 5 -x 127.0.0.1:1080 %h %p'",
+        );
+    }
+    assert_eq!(env, expected);
+    assert!(!o.outcome.stdout.contains("pa55"), "{}", o.outcome.stdout);
+}
+
+#[tokio::test]
+async fn netcat_reaches_an_allowed_host_through_the_socks_port_as_git_ssh_would() {
+    // GIT_SSH_COMMAND's ProxyCommand, with an HTTP request instead of ssh.
+    let nc = std::fs::canonicalize("/usr/bin/nc").unwrap_or_default();
+    assert!(
+        nc.to_string_lossy().contains("openbsd"),
+        "this test needs OpenBSD netcat as /usr/bin/nc (apt-get install netcat-openbsd), found {nc:?}"
+    );
+    let w = World::new();
+    let request = "GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n";
+    let ok = w
+        .sh(&format!(
+            "printf '{request}' | nc -X 5 -x 127.0.0.1:1080 allowed.test {}",
+            w.port
+        ))
+        .await;
+    assert!(ok.outcome.stdout.ends_with(PAGE), "{ok:#?}");
+    let refused = w
+        .sh(&format!(
+            "printf '{request}' | nc -X 5 -x 127.0.0.1:1080 unlisted.test {}",
+            w.port
+        ))
+        .await;
+    assert_ne!(refused.outcome.exit_code, 0, "{refused:#?}");
+    assert_eq!(refused.outcome.stdout, "", "{refused:#?}");
+    let records: Vec<(String, bool)> = w
+        .take_records()
+        .into_iter()
+        .map(|r| (r.host, r.allowed))
+        .collect();
+    assert_eq!(
+        records,
+        vec![
+            ("allowed.test".into(), true),
+            ("unlisted.test".into(), false)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_empty_allowlist_refuses_everything() {
+    let port = serve_page();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("root")).unwrap();
+    let resolver = StaticResolver::new().with("allowed.test", [IpAddr::V4(Ipv4Addr::LOCALHOST)]);
+    let config = SandboxConfig::new(
+        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+        dir.path().join("state"),
+    )
+    .backend(BackendChoice::Bwrap)
+    .egress(EgressRules::default(), Arc::new(resolver), Arc::new(|_| {}));
+    let sandbox = Sandbox::new(config).unwrap();
+    let spec = SandboxSpec::for_root(dir.path().join("root")).network(NetworkMode::Proxy);
+    let o = sandbox
+        .run(
+            &spec,
+            SandboxCommand::shell(&format!(
+                "curl -sS --max-time 10 -o /dev/null -w '%{{http_code}}' http://allowed.test:{port}/"
+            )),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (o.outcome.exit_code, o.outcome.stdout.as_str()),
+        (0, "403"),
+        "{o:#?}"
+    );
+}
+
+#[tokio::test]
+async fn proxy_mode_without_an_egress_setup_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SandboxConfig::new(
+        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+        dir.path().join("state"),
+    )
+    .backend(BackendChoice::Bwrap);
+    let sandbox = Sandbox::new(config).unwrap();
+    let spec = SandboxSpec::for_root(dir.path()).network(NetworkMode::Proxy);
+    let err = sandbox
+        .run(&spec, SandboxCommand::new(["true"]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::Setup(_)), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("needs an egress allowlist"), "{message}");
+    assert!(message.contains("SandboxConfig::egress"), "{message}");
+}
+
+#[tokio::test]
+async fn no_proxy_socket_or_directory_is_left_behind() {
+    let w = World::new();
+    let o = w.sh("test -S /run/toolgate/egress.sock").await;
+    assert_eq!(o.outcome.exit_code, 0, "{o:#?}");
+    let leftovers: Vec<_> = std::fs::read_dir(w.dir.path().join("state"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("egress-"))
+        .collect();
+    assert_eq!(leftovers, Vec::<String>::new());
+}
