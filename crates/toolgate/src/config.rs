@@ -17,6 +17,7 @@ use toolgate_policy::{
     AccessPolicy, PathPolicy, PathRules, PermissionRule, PermissionRules, Policy, PolicyPreset,
     ResourcePolicy,
 };
+use toolgate_sandbox::egress::{EgressMode, NetworkPolicy};
 use toolgate_sandbox::{BackendChoice, RootError, RootMap};
 
 /// The project file's name.
@@ -54,6 +55,8 @@ pub struct ConfigFile {
     pub sandbox: Option<SandboxSection>,
     /// Optional tools.
     pub tools: Option<ToolsSection>,
+    /// Network of sandboxed commands: none, proxy (an allowlist) or host.
+    pub network: Option<NetworkPolicy>,
 }
 
 /// `[tools]`.
@@ -163,6 +166,8 @@ pub struct Settings {
     pub elevated: bool,
     /// The rest of `[tools]`.
     pub tools: ToolsSection,
+    /// What sandboxed commands may reach (`[network]`).
+    pub network: EgressMode,
 }
 
 /// What the command line said that overrides files and environment.
@@ -365,6 +370,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         rules,
                         sandbox: file.sandbox.or(low.sandbox),
                         tools: file.tools.or(low.tools),
+                        network: file.network.or(low.network),
                     },
                     base_dir,
                     origin: path,
@@ -437,6 +443,13 @@ fn resolve(
         .or(file.tools.as_ref().map(|t| t.elevated))
         .unwrap_or(false);
     let roots = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
+    let network = match &file.network {
+        Some(network) => network.build(&base_dir).map_err(|e| ConfigError::Policy {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?,
+        None => EgressMode::None,
+    };
     let policy = build_policy(&file, policy_preset, env.home().as_deref()).map_err(|message| {
         ConfigError::Policy {
             origin: origin.clone(),
@@ -460,6 +473,7 @@ fn resolve(
             .unwrap_or_default(),
         elevated,
         tools: file.tools.clone().unwrap_or_default(),
+        network,
     })
 }
 
@@ -578,7 +592,7 @@ mod tests {
     fn errors_name_the_file_line_and_what_is_expected() {
         assert_eq!(
             parse_err("policy = \"standard\"\nsurprise = 1\n"),
-            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`, `tools`"
+            "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`, `tools`, `network`"
         );
         assert_eq!(
             parse_err("policy = \"lenient\"\n"),

@@ -62,7 +62,7 @@ enum Command {
     },
     /// Run a command in the sandbox, with the workspace roots writable.
     Sandbox {
-        /// Network: none (default) or host.
+        /// Network: none (default), proxy (the [network] allowlist) or host.
         #[arg(long, default_value = "none")]
         network: NetworkMode,
         /// Allow the command to create unix sockets.

@@ -9,6 +9,8 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use toolgate_sandbox::egress::EgressMode;
+use toolgate_sandbox::proxy::{ConnectionRecord, SystemResolver};
 use toolgate_sandbox::{
     LocalWorkspace, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxSpec, Workspace,
 };
@@ -27,10 +29,36 @@ pub struct Run {
 
 fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
-    let config = SandboxConfig::new(exe, env.state_dir())
+    let mut config = SandboxConfig::new(exe, env.state_dir())
         .backend(settings.backend)
         .stage2_prefix([STAGE2_COMMAND]);
+    if let EgressMode::Proxy(rules) = &settings.network {
+        // Every connection a command makes through the proxy, allowed or
+        // refused, is reported on stderr (stdout stays the result's).
+        let records: toolgate_sandbox::proxy::EventSink = Arc::new(|r: ConnectionRecord| {
+            let verdict = if r.allowed { "allowed" } else { "refused" };
+            eprintln!(
+                "toolgate: egress {verdict}: {}:{} ({}; {}; {} bytes up, {} down)",
+                r.host,
+                r.port,
+                r.protocol.as_str(),
+                r.reason,
+                r.bytes_up,
+                r.bytes_down
+            );
+        });
+        config = config.egress(rules.clone(), Arc::new(SystemResolver), records);
+    }
     Ok(Sandbox::new(config)?)
+}
+
+/// The network mode `[network]` gives sandboxed commands.
+pub fn network_mode(settings: &Settings) -> NetworkMode {
+    match &settings.network {
+        EgressMode::Proxy(_) => NetworkMode::Proxy,
+        EgressMode::Host => NetworkMode::Host,
+        _ => NetworkMode::None,
+    }
 }
 
 /// The workspace of this invocation: the configured roots, working in the
@@ -44,7 +72,8 @@ pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Works
     };
     let workspace =
         LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
-            .context("cannot open the workspace roots")?;
+            .context("cannot open the workspace roots")?
+            .network(network_mode(settings));
     Ok(Arc::new(workspace))
 }
 

@@ -199,3 +199,80 @@ fn the_operator_allows_host_variables_and_caps_the_timeout_in_config() {
     assert_eq!(code, 1);
     assert!(err.contains("over the limit of 5 s"), "{err}");
 }
+
+/// A host HTTP server on loopback answering every request with `body`.
+fn serve(body: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let reply = format!(
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    port
+}
+
+#[test]
+fn network_proxy_mode_from_config_reaches_exactly_the_allowlist() {
+    let p = Project::new();
+    let port = serve("hello from the host");
+    let other = serve("must not be reached");
+    let fetch = |port: u16| {
+        json!({"command": format!(
+            "curl -sS --max-time 10 --noproxy '' -x http://127.0.0.1:3128 http://localhost:{port}/; echo \" curl=$?\""
+        )})
+    };
+    // Default: no network at all.
+    let (_, body, _) = p.bash(fetch(port), &[]);
+    assert!(
+        !text(&body).contains("hello from the host"),
+        "{}",
+        text(&body)
+    );
+
+    std::fs::write(
+        p.root().join("toolgate.toml"),
+        format!("[network]\nmode = \"proxy\"\nallow = [\"localhost:{port}\"]\n"),
+    )
+    .unwrap();
+    let (_, body, err) = p.bash(fetch(port), &[]);
+    assert!(
+        text(&body).starts_with("hello from the host curl=0"),
+        "{} {err}",
+        text(&body)
+    );
+    // Another port of the same host: a 403 from the proxy, not a hang.
+    let (_, body, _) = p.bash(fetch(other), &[]);
+    assert!(
+        !text(&body).contains("must not be reached"),
+        "{}",
+        text(&body)
+    );
+    assert!(text(&body).contains("refused"), "{}", text(&body));
+    // The host's loopback is not reachable around the proxy.
+    let direct = json!({"command": format!("curl -sS --max-time 5 --noproxy '*' http://127.0.0.1:{port}/; echo \" curl=$?\"")});
+    let (_, body, _) = p.bash(direct, &[]);
+    assert!(
+        !text(&body).contains("hello from the host"),
+        "{}",
+        text(&body)
+    );
+
+    // A malformed entry is refused when the configuration loads.
+    std::fs::write(
+        p.root().join("toolgate.toml"),
+        "[network]\nmode = \"proxy\"\nallow = [\"*.com\"]\n",
+    )
+    .unwrap();
+    let (code, _, err) = p.bash(json!({"command": "true"}), &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("*.com"), "{err}");
+}
