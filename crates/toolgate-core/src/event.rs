@@ -24,6 +24,12 @@ pub enum ToolEventKind {
         /// What it reported.
         message: String,
     },
+    /// The running tool's command made (or tried) a network connection
+    /// through the egress proxy.
+    Egress {
+        /// Host, port, decision and bytes.
+        connection: crate::tool::EgressNote,
+    },
     /// The call did not run to the end: refused by a check, or the tool failed.
     Error {
         /// What went wrong.

@@ -28,7 +28,8 @@ pub use preset::{BUILTIN_TOOLS, ToolPreset};
 pub use registry::{RegisteredTool, Registry, ToolListing, ToolRegistrationError};
 pub use spec::{DynamicToolSpec, SchemaMode, ToolOrigin, ToolSpec};
 pub use tool::{
-    CallContext, Content, Progress, Tool, ToolError, ToolHandler, ToolOutput, Typed, TypedTool,
+    CallContext, Content, EgressNote, Progress, Tool, ToolError, ToolHandler, ToolOutput, Typed,
+    TypedTool,
 };
 pub use validate::{InputMode, InputValidator, InvalidInput};
 pub use wire::ParseEnumError;

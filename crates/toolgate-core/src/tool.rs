@@ -12,38 +12,100 @@ use serde_json::Value;
 
 use crate::spec::ToolSpec;
 
+/// One network connection a sandboxed command made (or tried) through the
+/// egress proxy, as a tool reports it while it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EgressNote {
+    /// The host asked for.
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// `http-connect`, `http-forward` or `socks5`.
+    pub protocol: String,
+    /// Whether the egress policy let it through.
+    pub allowed: bool,
+    /// Why.
+    pub reason: String,
+    /// Bytes from the command to the host.
+    pub bytes_up: u64,
+    /// Bytes from the host to the command.
+    pub bytes_down: u64,
+}
+
+impl EgressNote {
+    /// A note about `host:port`.
+    pub fn new(
+        host: impl Into<String>,
+        port: u16,
+        allowed: bool,
+        reason: impl Into<String>,
+    ) -> Self {
+        EgressNote {
+            host: host.into(),
+            port,
+            protocol: String::new(),
+            allowed,
+            reason: reason.into(),
+            bytes_up: 0,
+            bytes_down: 0,
+        }
+    }
+}
+
 /// Where a running tool reports progress, such as the output lines of a
-/// long command. Surfaces listen (MCP sends progress notifications, the
-/// Executor emits `Progress` events); without a listener reporting costs
-/// nothing.
+/// long command and the network connections its command makes. Surfaces
+/// listen (MCP sends progress notifications, the Executor emits `Progress`
+/// and `Egress` events); without a listener reporting costs nothing.
 #[derive(Clone, Default)]
-pub struct Progress(Option<Arc<ProgressListener>>);
+pub struct Progress {
+    lines: Option<Arc<ProgressListener>>,
+    egress: Option<Arc<EgressListener>>,
+}
 
 /// What listens to a [`Progress`].
 type ProgressListener = dyn Fn(&str) + Send + Sync;
+/// What listens to egress notes.
+type EgressListener = dyn Fn(&EgressNote) + Send + Sync;
 
 impl Progress {
     /// Progress delivered to `listener`.
     pub fn new(listener: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        Progress(Some(Arc::new(listener)))
+        Progress {
+            lines: Some(Arc::new(listener)),
+            egress: None,
+        }
+    }
+
+    /// Also delivers egress notes to `listener`.
+    pub fn with_egress(mut self, listener: impl Fn(&EgressNote) + Send + Sync + 'static) -> Self {
+        self.egress = Some(Arc::new(listener));
+        self
     }
 
     /// Reports one message.
     pub fn report(&self, message: &str) {
-        if let Some(listener) = &self.0 {
+        if let Some(listener) = &self.lines {
             listener(message);
+        }
+    }
+
+    /// Reports one connection through the egress proxy.
+    pub fn report_egress(&self, note: &EgressNote) {
+        if let Some(listener) = &self.egress {
+            listener(note);
         }
     }
 
     /// Whether anyone listens.
     pub fn is_listening(&self) -> bool {
-        self.0.is_some()
+        self.lines.is_some() || self.egress.is_some()
     }
 }
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
+        f.write_str(if self.is_listening() {
             "Progress(listening)"
         } else {
             "Progress(none)"

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 use toolgate_core::{
-    CallContext, Content, Decision, EventSink, InputMode, Progress, RegisteredTool, Registry,
-    ToolEvent, ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
+    CallContext, Content, Decision, EgressNote, EventSink, InputMode, Progress, RegisteredTool,
+    Registry, ToolEvent, ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
 };
 
 use crate::access::Access;
@@ -258,6 +258,8 @@ impl Executor {
             &ctx.call_id,
             &ctx.caller,
         );
+        let (egress_sinks, egress_upstream, egress_template) =
+            (sinks.clone(), upstream.clone(), template.clone());
         let progress = Progress::new(move |message: &str| {
             let mut event = template.clone();
             event.kind = ToolEventKind::Progress {
@@ -267,6 +269,16 @@ impl Executor {
                 sink.emit(&event);
             }
             upstream.report(message);
+        })
+        .with_egress(move |note: &EgressNote| {
+            let mut event = egress_template.clone();
+            event.kind = ToolEventKind::Egress {
+                connection: note.clone(),
+            };
+            for sink in &egress_sinks {
+                sink.emit(&event);
+            }
+            egress_upstream.report_egress(note);
         });
         ctx.clone().with_progress(progress)
     }

@@ -204,13 +204,26 @@ pub async fn run(request: ExecRequest) -> Result<ExecOutcome, RunnerError> {
 
 /// A running command's live connections besides its request: more stdin while it
 /// runs (for REPLs and prompts), and its pid as soon as it exists.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Attach {
     /// Chunks written to stdin as they arrive, after [`ExecRequest::stdin`]; stdin
     /// is closed once every sender is gone.
     pub stdin: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
     /// Receives the child's pid, which is also its process group id, right after spawn.
     pub spawned: Option<tokio::sync::oneshot::Sender<u32>>,
+    /// In network mode `proxy`: also receives this run's connection records
+    /// (besides the sandbox's own sink), so a tool can report them as its call's.
+    pub egress_records: Option<crate::proxy::EventSink>,
+}
+
+impl std::fmt::Debug for Attach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attach")
+            .field("stdin", &self.stdin.is_some())
+            .field("spawned", &self.spawned.is_some())
+            .field("egress_records", &self.egress_records.is_some())
+            .finish()
+    }
 }
 
 /// Runs one process to completion, calling `on_line(stream, line)` for every output line

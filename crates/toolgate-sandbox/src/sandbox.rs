@@ -277,7 +277,7 @@ impl Sandbox {
         &self,
         spec: &SandboxSpec,
         command: SandboxCommand,
-        attach: Attach,
+        mut attach: Attach,
         on_line: &mut (dyn for<'l> FnMut(Stream, &'l str) + Send + '_),
     ) -> Result<SandboxOutcome, SandboxError> {
         if command.argv.is_empty() {
@@ -301,7 +301,11 @@ impl Sandbox {
         let mut placeholders = Placeholders::lock(&self.state_dir, &spec.writable_roots)?;
         let audit = Audit::before(spec)?;
         let proxy = match egress {
-            Some(setup) => Some(RunningProxy::start(&self.state_dir, setup)?),
+            Some(setup) => Some(RunningProxy::start(
+                &self.state_dir,
+                setup,
+                attach.egress_records.take(),
+            )?),
             None => None,
         };
         let egress_socket = proxy.as_ref().and_then(RunningProxy::socket);

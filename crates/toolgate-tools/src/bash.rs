@@ -11,7 +11,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::{
-    CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
+    CallContext, EffectClass, EgressNote, Idempotency, Progress, ToolError, ToolOutput, ToolSpec,
+    TypedTool,
 };
 use toolgate_policy::ResourcePolicy;
 use toolgate_sandbox::SandboxCommand;
@@ -148,7 +149,7 @@ impl TypedTool for BashTool {
             .exec_attached(
                 command,
                 args.cwd.as_deref().map(Path::new),
-                Attach::default(),
+                egress_to(&ctx.progress),
                 &mut on_line,
             )
             .await
@@ -272,6 +273,23 @@ async fn save_output(
     let rel = place.rel.clone();
     crate::fs::blocking(move || jail.write(&rel, &bytes).map_err(crate::fs::jail_error)).await?;
     Ok(place.shown)
+}
+
+/// An [`Attach`] that reports the run's connections through the egress
+/// proxy as the call's egress notes (they become `Egress` events).
+pub(crate) fn egress_to(progress: &Progress) -> Attach {
+    let progress = progress.clone();
+    let records: toolgate_sandbox::proxy::EventSink = Arc::new(move |record| {
+        let mut note = EgressNote::new(record.host, record.port, record.allowed, record.reason);
+        note.protocol = record.protocol.as_str().to_owned();
+        note.bytes_up = record.bytes_up;
+        note.bytes_down = record.bytes_down;
+        progress.report_egress(&note);
+    });
+    Attach {
+        egress_records: Some(records),
+        ..Attach::default()
+    }
 }
 
 /// The combined output in arrival order, for the output file.

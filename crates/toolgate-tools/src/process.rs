@@ -213,6 +213,7 @@ impl Processes {
             let attach = Attach {
                 stdin: Some(stdin_rx),
                 spawned: Some(pid_tx),
+                ..Attach::default()
             };
             let mut on_line = |_stream, line: &str| {
                 let _ = log_file.write_all(line.as_bytes());

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_core::{CallContext, EventSink, Registry, ToolEvent, ToolEventKind};
 use toolgate_policy::{CallError, Executor, Policy};
-use toolgate_sandbox::{LocalWorkspace, Sandbox, SandboxConfig};
+use toolgate_sandbox::egress::EgressRules;
+use toolgate_sandbox::proxy::StaticResolver;
+use toolgate_sandbox::{LocalWorkspace, NetworkMode, Sandbox, SandboxConfig};
 use toolgate_tools::process::ProcessConfig;
 use toolgate_tools::{Fs, Limits, RuntimeConfig, register_runtime_tools};
 
@@ -32,11 +34,31 @@ impl Agent {
         max_running: usize,
         sink: Arc<dyn EventSink>,
     ) -> Agent {
-        let config = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_toolgate")), state)
+        Agent::build(root, state, logs, max_running, sink, None)
+    }
+
+    /// With `egress`, commands reach the network only through the proxy
+    /// and these rules (test names resolved by a static table).
+    fn build(
+        root: &Path,
+        state: PathBuf,
+        logs: PathBuf,
+        max_running: usize,
+        sink: Arc<dyn EventSink>,
+        egress: Option<(EgressRules, StaticResolver)>,
+    ) -> Agent {
+        let mut config = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_toolgate")), state)
             .stage2_prefix(["__stage2"]);
+        let network = if let Some((rules, resolver)) = egress {
+            config = config.egress(rules, Arc::new(resolver), Arc::new(|_| {}));
+            NetworkMode::Proxy
+        } else {
+            NetworkMode::None
+        };
         let sandbox = Sandbox::new(config).unwrap();
-        let ws =
-            LocalWorkspace::new("agent", vec![root.to_owned()], root.to_owned(), sandbox).unwrap();
+        let ws = LocalWorkspace::new("agent", vec![root.to_owned()], root.to_owned(), sandbox)
+            .unwrap()
+            .network(network);
         let fs = Arc::new(Fs::new(Arc::new(ws), Limits::default()));
         let mut processes = ProcessConfig::default();
         processes.max_running = max_running;
@@ -299,4 +321,66 @@ async fn bash_output_lines_arrive_as_progress_events_while_it_runs() {
     assert_eq!(facts["timed_out"], json!(false), "{text}");
     assert!(text.starts_with("first\nsecond\n"), "{text}");
     assert_eq!(*seen.lock().unwrap(), ["first", "second"]);
+}
+
+#[tokio::test]
+async fn every_connection_of_a_command_is_an_egress_event_of_its_call() {
+    let w = world();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+        }
+    });
+    let rules = EgressRules::new(
+        &[format!("allowed.test:{port}")],
+        &["denied.test".to_owned()],
+    )
+    .unwrap();
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let resolver = StaticResolver::new()
+        .with("allowed.test", [loopback])
+        .with("denied.test", [loopback]);
+    let events = Arc::new(std::sync::Mutex::new(Vec::<ToolEvent>::new()));
+    let sink = events.clone();
+    let agent = Agent::build(
+        &w.root,
+        w.state.clone(),
+        w.logs.clone(),
+        4,
+        Arc::new(move |e: &ToolEvent| sink.lock().unwrap().push(e.clone())),
+        Some((rules, resolver)),
+    );
+    let script = format!(
+        "curl -sS --max-time 10 http://allowed.test:{port}/; echo; \
+         curl -sS --max-time 10 http://denied.test:{port}/ >/dev/null; true"
+    );
+    let (text, _) = agent.ok("bash", json!({ "command": script })).await;
+    assert!(text.starts_with("hello\n"), "{text}");
+    let connections: Vec<(String, bool, String, bool)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ToolEventKind::Egress { connection } => Some((
+                connection.host.clone(),
+                connection.allowed,
+                e.tool.clone(),
+                connection.bytes_down > 0,
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        connections,
+        [
+            ("allowed.test".to_owned(), true, "bash".to_owned(), true),
+            ("denied.test".to_owned(), false, "bash".to_owned(), false),
+        ]
+    );
 }

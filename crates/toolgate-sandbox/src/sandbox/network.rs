@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::SandboxError;
 use crate::egress::EgressRules;
 use crate::probe::Backend;
-use crate::proxy::{EgressProxy, EventSink, Resolver};
+use crate::proxy::{ConnectionRecord, EgressProxy, EventSink, Resolver};
 use crate::spec::{NetworkMode, SandboxSpec};
 use crate::stage2::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
 
@@ -92,13 +92,28 @@ pub(super) fn egress_for<'a>(
 /// One run's proxy, on a socket in a private directory of the state dir.
 /// Stopped (and its directory removed) by [`RunningProxy::stop`], or on drop
 /// when the run ends early.
+/// The sandbox's record sink, and the run's too when it has one.
+fn records_to(sandbox: EventSink, run: Option<EventSink>) -> EventSink {
+    match run {
+        None => sandbox,
+        Some(run) => Arc::new(move |record: ConnectionRecord| {
+            sandbox(record.clone());
+            run(record);
+        }),
+    }
+}
+
 pub(super) struct RunningProxy {
     proxy: Option<EgressProxy>,
     dir: PathBuf,
 }
 
 impl RunningProxy {
-    pub(super) fn start(state_dir: &Path, setup: &EgressSetup) -> Result<Self, SandboxError> {
+    pub(super) fn start(
+        state_dir: &Path,
+        setup: &EgressSetup,
+        run_records: Option<EventSink>,
+    ) -> Result<Self, SandboxError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = state_dir.join(format!(
             "egress-{}-{}",
@@ -119,7 +134,7 @@ impl RunningProxy {
             running.dir.join("egress.sock"),
             Arc::new(setup.rules.clone()),
             Arc::clone(&setup.resolver),
-            Arc::clone(&setup.records),
+            records_to(Arc::clone(&setup.records), run_records),
         )
         .map_err(|e| setup_error(&running.dir, e))?;
         running.proxy = Some(proxy);
