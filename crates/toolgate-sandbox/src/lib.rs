@@ -35,4 +35,4 @@ pub use sandbox::{
 };
 pub use spec::{NetworkMode, SandboxSpec};
 pub use stage2::{Stage2Args, Stage2Error};
-pub use workspace::{Health, LocalWorkspace, Workspace, WorkspaceError};
+pub use workspace::{FilesystemRules, Health, LocalWorkspace, Workspace, WorkspaceError};

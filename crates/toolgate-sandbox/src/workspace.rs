@@ -101,6 +101,31 @@ pub struct LocalWorkspace {
     jails: Vec<Arc<Jail>>,
     sandbox: Sandbox,
     network: NetworkMode,
+    filesystem: FilesystemRules,
+}
+
+/// Extra filesystem rules for the commands of a workspace (from an
+/// operator's settings, e.g. a sandbox-runtime file), besides the roots.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FilesystemRules {
+    /// Hidden from commands (masked).
+    pub read_deny: Vec<PathBuf>,
+    /// Read-only for commands even inside a root.
+    pub write_deny: Vec<PathBuf>,
+    /// Writable for commands besides the roots.
+    pub writable: Vec<PathBuf>,
+}
+
+impl FilesystemRules {
+    /// Rules with these lists.
+    pub fn new(read_deny: Vec<PathBuf>, write_deny: Vec<PathBuf>, writable: Vec<PathBuf>) -> Self {
+        FilesystemRules {
+            read_deny,
+            write_deny,
+            writable,
+        }
+    }
 }
 
 impl LocalWorkspace {
@@ -132,7 +157,14 @@ impl LocalWorkspace {
             jails,
             sandbox,
             network: NetworkMode::None,
+            filesystem: FilesystemRules::default(),
         })
+    }
+
+    /// Sets extra filesystem rules for commands.
+    pub fn filesystem(mut self, rules: FilesystemRules) -> Self {
+        self.filesystem = rules;
+        self
     }
 
     /// Sets the network mode of commands (decided by policy).
@@ -228,6 +260,10 @@ impl Workspace for LocalWorkspace {
             .network(self.network)
             .cwd(dir);
         spec.writable_roots = self.roots.clone();
+        spec.writable_roots
+            .extend(self.filesystem.writable.iter().cloned());
+        spec.read_deny.clone_from(&self.filesystem.read_deny);
+        spec.write_deny.clone_from(&self.filesystem.write_deny);
         Ok(self
             .sandbox
             .run_attached(&spec, command, attach, on_line)

@@ -17,8 +17,8 @@ use toolgate_policy::{
     AccessPolicy, PathPolicy, PathRules, PermissionRule, PermissionRules, Policy, PolicyPreset,
     ResourcePolicy,
 };
-use toolgate_sandbox::egress::{EgressMode, NetworkPolicy};
-use toolgate_sandbox::{BackendChoice, RootError, RootMap};
+use toolgate_sandbox::egress::{EgressMode, NetworkPolicy, SandboxRuntimeSettings};
+use toolgate_sandbox::{BackendChoice, FilesystemRules, RootError, RootMap};
 
 /// The project file's name.
 pub const PROJECT_FILE: &str = "toolgate.toml";
@@ -168,6 +168,10 @@ pub struct Settings {
     pub tools: ToolsSection,
     /// What sandboxed commands may reach (`[network]`).
     pub network: EgressMode,
+    /// Extra filesystem rules for commands (a sandbox-runtime settings file).
+    pub filesystem: FilesystemRules,
+    /// What of the configuration is not applied, one line each.
+    pub notes: Vec<String>,
 }
 
 /// What the command line said that overrides files and environment.
@@ -450,6 +454,35 @@ fn resolve(
         })?,
         None => EgressMode::None,
     };
+    let settings_file = match &file.network {
+        Some(network) => network
+            .load_settings(&base_dir)
+            .map_err(|e| ConfigError::Policy {
+                origin: origin.clone(),
+                message: e.to_string(),
+            })?,
+        None => None,
+    };
+    let (filesystem, notes) = match &settings_file {
+        Some(settings) => filesystem_rules(settings, &base_dir, env.home().as_deref()),
+        None => (FilesystemRules::default(), Vec::new()),
+    };
+    // What commands may not read, no tool may read or write either.
+    let mut file = file;
+    if !filesystem.read_deny.is_empty() {
+        let paths = file.paths.get_or_insert_with(|| PathsSection {
+            defaults: true,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            workspace_roots: true,
+            temp_dir: true,
+        });
+        for path in &filesystem.read_deny {
+            let path = path.display().to_string();
+            paths.deny.push(format!("{path}/**"));
+            paths.deny.push(path);
+        }
+    }
     let policy = build_policy(&file, policy_preset, env.home().as_deref()).map_err(|message| {
         ConfigError::Policy {
             origin: origin.clone(),
@@ -474,7 +507,47 @@ fn resolve(
         elevated,
         tools: file.tools.clone().unwrap_or_default(),
         network,
+        filesystem,
+        notes,
     })
+}
+
+/// The filesystem lists of a sandbox-runtime settings file as absolute
+/// paths (`~/` is the home directory, relative paths start at the
+/// configuration's directory), and what of the file is not applied.
+fn filesystem_rules(
+    settings: &SandboxRuntimeSettings,
+    base_dir: &Path,
+    home: Option<&Path>,
+) -> (FilesystemRules, Vec<String>) {
+    let resolve = |entries: &[String]| -> Vec<PathBuf> {
+        entries
+            .iter()
+            .filter_map(|entry| match (entry.strip_prefix("~/"), home) {
+                (Some(rest), Some(home)) => Some(home.join(rest)),
+                (Some(_), None) => None,
+                (None, _) => Some(base_dir.join(entry)),
+            })
+            .collect()
+    };
+    let mut notes: Vec<String> = settings
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {w}", settings.path.display()))
+        .collect();
+    if !settings.allow_read.is_empty() {
+        notes.push(format!(
+            "{}: filesystem.allowRead is not applied: toolgate reads are confined to the roots, \
+             and denyRead entries are masked whole",
+            settings.path.display()
+        ));
+    }
+    let rules = FilesystemRules::new(
+        resolve(&settings.deny_read),
+        resolve(&settings.deny_write),
+        resolve(&settings.allow_write),
+    );
+    (rules, notes)
 }
 
 fn resolve_roots(

@@ -152,6 +152,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         root_aliases: cli.root_aliases.clone(),
     };
     let settings = config::load(&env, &overrides)?;
+    for note in &settings.notes {
+        eprintln!("toolgate: note: {note}");
+    }
     let executor = executor(&settings, &env, cli.demo)?;
     let ctx =
         CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());

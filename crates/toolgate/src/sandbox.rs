@@ -73,7 +73,8 @@ pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Works
     let workspace =
         LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
             .context("cannot open the workspace roots")?
-            .network(network_mode(settings));
+            .network(network_mode(settings))
+            .filesystem(settings.filesystem.clone());
     Ok(Arc::new(workspace))
 }
 
@@ -86,6 +87,10 @@ pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<Exi
         .allow_unix_sockets(run.allow_unix_sockets)
         .cwd(env.cwd.clone());
     spec.writable_roots = settings.roots.clone();
+    spec.writable_roots
+        .extend(settings.filesystem.writable.iter().cloned());
+    spec.read_deny.clone_from(&settings.filesystem.read_deny);
+    spec.write_deny.clone_from(&settings.filesystem.write_deny);
     if run.plan_only {
         let plan = sandbox.plan(&spec, &run.argv)?;
         let mut out = std::io::stdout().lock();

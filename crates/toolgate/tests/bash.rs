@@ -276,3 +276,59 @@ fn network_proxy_mode_from_config_reaches_exactly_the_allowlist() {
     assert_eq!(code, 2);
     assert!(err.contains("*.com"), "{err}");
 }
+
+#[test]
+fn a_sandbox_runtime_settings_file_is_applied_as_it_is() {
+    let p = Project::new();
+    let root = p.root();
+    std::fs::create_dir_all(root.join("private")).unwrap();
+    std::fs::write(root.join("private/secret.txt"), "top secret\n").unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::write(root.join("docs/guide.md"), "guide\n").unwrap();
+    std::fs::write(
+        root.join(".srt.json"),
+        r#"{"network": {"allowedDomains": [], "deniedDomains": []},
+            "filesystem": {"denyRead": ["private"], "allowWrite": [], "denyWrite": ["docs"], "allowRead": ["private/ok"]}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("toolgate.toml"),
+        "[network]\nmode = \"proxy\"\nsettings_file = \".srt.json\"\n",
+    )
+    .unwrap();
+    let script = "cat private/secret.txt; echo \"[read=$?]\"; \
+                  echo pwned > docs/guide.md; echo \"[write=$?]\"; \
+                  echo fine > notes.txt; echo \"[other=$?]\"";
+    let (_, body, err) = p.bash(json!({ "command": script }), &[]);
+    let out = text(&body);
+    assert!(!out.contains("top secret"), "{out}");
+    assert!(
+        !out.contains("[read=0]") && !out.contains("[write=0]"),
+        "{out}"
+    );
+    assert!(out.contains("[other=0]"), "{out} {err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("docs/guide.md")).unwrap(),
+        "guide\n"
+    );
+    // The in-process tools obey denyRead too, and what is not applied is said.
+    let o = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["call", "read", r#"{"path": "private/secret.txt"}"#])
+        .current_dir(&root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", p.dir.path().join("home"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("denied pattern"), "{stderr}");
+    assert!(stderr.contains("allowRead is not applied"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("top secret"));
+
+    // An empty settings file is an error, never the defaults.
+    std::fs::write(root.join(".srt.json"), "").unwrap();
+    let (code, _, err) = p.bash(json!({"command": "true"}), &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains(".srt.json"), "{err}");
+}
