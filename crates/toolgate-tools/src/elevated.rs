@@ -17,8 +17,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
@@ -35,28 +33,9 @@ use crate::fs::{Fs, jail_error};
 /// unless the operator allowlists it and the call names it.
 const BASE_VARS: [&str; 3] = ["PATH", "HOME", "LANG"];
 
-/// Arguments of `elevated`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ElevatedArgs {
-    /// The script, run as `bash -c` on the host, outside the sandbox.
-    pub command: String,
-    /// Working directory, relative to the workspace (default: its working
-    /// directory); it must lie in a workspace root.
-    pub cwd: Option<String>,
-    /// Seconds before the command's whole process group is killed (default 120).
-    #[schemars(range(min = 1))]
-    pub timeout: Option<u64>,
-    /// Text fed to the command's standard input.
-    pub stdin: Option<String>,
-    /// Environment variables to set for this command: {"NAME": "value"}.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Host environment variables to pass through, by name; only those the
-    /// operator allows (`pass_env`).
-    #[serde(default)]
-    pub pass_env: Vec<String>,
-}
+/// Arguments of `elevated`: those of `bash` (the tool's description says
+/// the difference: the script runs on the host, outside the sandbox).
+pub type ElevatedArgs = crate::bash::BashArgs;
 
 /// The `elevated` tool.
 pub struct ElevatedTool {
