@@ -110,11 +110,29 @@ impl InputValidator {
             repair.changed = true;
         }
         repair.value(args, &self.schema, 0)?;
+        let args: &Value = args;
         let mut problems: Vec<(String, String)> = self
             .compiled
             .iter_errors(args)
             .take(MAX_PROBLEMS)
-            .map(|e| (e.instance_path().as_str().to_owned(), describe(e.kind())))
+            .map(|e| {
+                let path = e.instance_path().as_str();
+                match (e.kind(), args.pointer(path)) {
+                    // `additionalProperties: false` with no properties (an
+                    // argument struct without fields) fails the object as
+                    // a `false` schema: every key it has is unknown.
+                    (ValidationErrorKind::FalseSchema, Some(Value::Object(map)))
+                        if !map.is_empty() =>
+                    {
+                        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+                        (
+                            path.to_owned(),
+                            format!("unknown field `{}`", keys.join("`, `")),
+                        )
+                    }
+                    (kind, _) => (path.to_owned(), describe(kind)),
+                }
+            })
             .collect();
         if problems.is_empty() {
             return Ok(repair.changed);
@@ -398,5 +416,21 @@ fn other_message(kind: &ValidationErrorKind) -> String {
         ValidationErrorKind::MaxLength { limit } => format!("must be at most {limit} characters"),
         ValidationErrorKind::Pattern { pattern } => format!("must match the pattern {pattern}"),
         _ => format!("does not satisfy the schema keyword `{}`", kind.keyword()),
+    }
+}
+
+#[cfg(test)]
+mod unknown_key_tests {
+    use super::*;
+
+    #[test]
+    fn an_extra_key_on_an_argument_struct_without_fields_is_named() {
+        let schema = serde_json::json!({"type": "object", "additionalProperties": false});
+        let validator = InputValidator::new(&schema).unwrap();
+        let mut args = serde_json::json!({"verbose": true});
+        let err = validator
+            .check_in_place(&mut args, InputMode::Coerce)
+            .unwrap_err();
+        assert_eq!(err.message, "unknown field `verbose`");
     }
 }

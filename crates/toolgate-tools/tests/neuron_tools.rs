@@ -177,9 +177,9 @@ async fn status_takes_no_arguments() {
         .call("neuron_status", json!({ "verbose": true }))
         .await
         .unwrap_err();
-    // The schema forbids unknown keys (the validator's message does not
-    // name the key yet; that is the core validator's wording).
+    // The schema forbids unknown keys, and the message names the key.
     assert!(err.starts_with("invalid arguments"), "{err}");
+    assert!(err.contains("unknown field `verbose`"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
