@@ -17,6 +17,7 @@
 mod gate;
 mod http;
 mod listener;
+mod relay;
 mod socks;
 
 use std::collections::HashMap;
