@@ -6,44 +6,20 @@
 //! Needs git, curl and openssl on the host; each test fails (never skips)
 //! when one is missing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use toolgate_sandbox::egress::EgressRules;
-use toolgate_sandbox::proxy::{ConnectionRecord, EventSink, Protocol, StaticResolver};
-use toolgate_sandbox::{
-    BackendChoice, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxOutcome, SandboxSpec,
+use toolgate_sandbox::proxy::Protocol;
+
+use crate::world::{
+    CURL_RECV_ERROR, TIMED_OUT, World, assert_bytes_flowed, free_port, host, host_env,
 };
 
 const README: &str = "fetched through the egress proxy\n";
-
-/// `timeout`'s exit code when the command ran out of time.
-const TIMED_OUT: i32 = 124;
-/// curl: failure receiving network data (here: the proxy refused the CONNECT).
-const CURL_RECV_ERROR: i32 = 56;
-
-/// Runs a host program, failing the test loudly when it is missing or fails.
-fn host(program: &str, args: &[&str], cwd: &Path) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs `{program}` on the host (install it): {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A bare repository with one commit holding `README`, prepared for git's
 /// dumb HTTP protocol, at `<base>/repo.git`.
@@ -124,71 +100,6 @@ fn serve_dir(dir: PathBuf) -> u16 {
     port
 }
 
-/// A sandbox in proxy mode whose resolver maps every one of `names` to
-/// 127.0.0.1, with a workspace root and the records it collects.
-struct World {
-    dir: tempfile::TempDir,
-    sandbox: Sandbox,
-    records: Arc<Mutex<Vec<ConnectionRecord>>>,
-}
-
-impl World {
-    fn new(allow: &[String], deny: &[String], names: &[&str]) -> World {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("root")).unwrap();
-        let rules = EgressRules::new(allow, deny).unwrap();
-        let resolver = names.iter().fold(StaticResolver::new(), |r, name| {
-            r.with(name, [IpAddr::V4(Ipv4Addr::LOCALHOST)])
-        });
-        let records = Arc::new(Mutex::new(Vec::new()));
-        let sink: EventSink = {
-            let records = Arc::clone(&records);
-            Arc::new(move |record| records.lock().unwrap().push(record))
-        };
-        let config = SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
-            dir.path().join("state"),
-        )
-        .backend(BackendChoice::Bwrap)
-        .egress(rules, Arc::new(resolver), sink);
-        let host_env =
-            BTreeMap::from([("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())]);
-        let sandbox = Sandbox::new(config).unwrap().with_host_env(host_env);
-        World {
-            dir,
-            sandbox,
-            records,
-        }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    async fn sh(&self, script: &str) -> SandboxOutcome {
-        let spec = SandboxSpec::for_root(self.root()).network(NetworkMode::Proxy);
-        let command = SandboxCommand::shell(script).timeout(Duration::from_secs(60));
-        self.sandbox.run(&spec, command).await.unwrap()
-    }
-
-    fn take_records(&self) -> Vec<ConnectionRecord> {
-        std::mem::take(&mut *self.records.lock().unwrap())
-    }
-}
-
-/// Allowed connections moved bytes both ways; refused ones none back.
-fn assert_bytes_flowed(records: &[ConnectionRecord]) {
-    for record in records {
-        if record.allowed {
-            assert!(record.bytes_up > 0, "{record:?}");
-            assert!(record.bytes_down > 0, "{record:?}");
-        } else {
-            assert_eq!(record.bytes_down, 0, "{record:?}");
-            assert!(!record.reason.is_empty(), "{record:?}");
-        }
-    }
-}
-
 #[tokio::test]
 async fn git_clones_over_http_from_an_allowed_host_only() {
     host("git", &["--version"], Path::new("/"));
@@ -199,6 +110,7 @@ async fn git_clones_over_http_from_an_allowed_host_only() {
         &[format!("repo.test:{port}")],
         &[],
         &["repo.test", "other.test"],
+        host_env(&[]),
     );
 
     let ok = w
@@ -256,11 +168,7 @@ struct TlsServer {
 impl TlsServer {
     fn start(dir: &Path) -> TlsServer {
         // A free port for s_server, which cannot report the one it picked.
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let child = Command::new("openssl")
             .args(["s_server", "-accept", &format!("127.0.0.1:{port}")])
             .args(["-cert", "c", "-key", "k", "-www"])
@@ -318,6 +226,7 @@ async fn curl_verifies_tls_end_to_end_through_connect() {
         &[format!("secure.test:{port}")],
         &["denied.test".into()],
         &["secure.test", "denied.test"],
+        host_env(&[]),
     );
     std::fs::copy(certs.path().join("c"), w.root().join("ca.pem")).unwrap();
 

@@ -7,50 +7,34 @@
 //! netcat (netcat-openbsd) on the host, and root to run sshd; the test fails
 //! (never skips) when one is missing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use toolgate_sandbox::egress::EgressRules;
-use toolgate_sandbox::proxy::{ConnectionRecord, EventSink, Protocol, StaticResolver};
-use toolgate_sandbox::{
-    BackendChoice, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxOutcome, SandboxSpec,
+use toolgate_sandbox::proxy::{ConnectionRecord, Protocol};
+
+use crate::world::{
+    TIMED_OUT, World, assert_bytes_flowed, assert_openbsd_nc, free_port, host, host_env,
 };
 
 const SSHD: &str = "/usr/sbin/sshd";
-/// `timeout`'s exit code when the command ran out of time.
-const TIMED_OUT: i32 = 124;
 /// ssh's exit code for its own errors (connection, authentication).
 const SSH_ERROR: i32 = 255;
 /// Options every ssh run inside the sandbox uses: no known_hosts, no prompts.
 const SSH_OPTIONS: &str =
     "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -i key";
 
-/// Runs a host program, failing the test loudly when it is missing or fails.
-fn host(program: &str, args: &[&str], cwd: &Path) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "this test needs `{program}` on the host \
-                 (apt-get install openssh-server openssh-client): {e}"
-            )
-        });
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// `records` as (host, port, protocol, allowed), after checking that allowed
+/// ones moved bytes both ways and refused ones none back.
+fn summary(records: Vec<ConnectionRecord>) -> Vec<(String, u16, Protocol, bool)> {
+    assert_bytes_flowed(&records);
+    records
+        .into_iter()
+        .map(|r| (r.host, r.port, r.protocol, r.allowed))
+        .collect()
 }
 
 /// A host sshd on 127.0.0.1 accepting root with the client key at
@@ -81,11 +65,7 @@ impl Sshd {
         // Privilege separation chroots into this directory.
         std::fs::create_dir_all("/run/sshd").unwrap();
         // A free port for sshd, which cannot report the one it picked.
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let d = dir.display();
         let config = format!(
             "ListenAddress 127.0.0.1\n\
@@ -134,87 +114,20 @@ impl Drop for Sshd {
     }
 }
 
-/// A sandbox in proxy mode whose resolver maps every one of `names` to
-/// 127.0.0.1, with a workspace root and the records it collects.
-struct World {
-    dir: tempfile::TempDir,
-    sandbox: Sandbox,
-    records: Arc<Mutex<Vec<ConnectionRecord>>>,
-}
-
-impl World {
-    fn new(allow: &[String], names: &[&str]) -> World {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("root")).unwrap();
-        let rules = EgressRules::new(allow, &[]).unwrap();
-        let resolver = names.iter().fold(StaticResolver::new(), |r, name| {
-            r.with(name, [IpAddr::V4(Ipv4Addr::LOCALHOST)])
-        });
-        let records = Arc::new(Mutex::new(Vec::new()));
-        let sink: EventSink = {
-            let records = Arc::clone(&records);
-            Arc::new(move |record| records.lock().unwrap().push(record))
-        };
-        let config = SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
-            dir.path().join("state"),
-        )
-        .backend(BackendChoice::Bwrap)
-        .egress(rules, Arc::new(resolver), sink);
-        let host_env =
-            BTreeMap::from([("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())]);
-        let sandbox = Sandbox::new(config).unwrap().with_host_env(host_env);
-        World {
-            dir,
-            sandbox,
-            records,
-        }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    async fn sh(&self, script: &str) -> SandboxOutcome {
-        let spec = SandboxSpec::for_root(self.root()).network(NetworkMode::Proxy);
-        let command = SandboxCommand::shell(script).timeout(Duration::from_secs(60));
-        self.sandbox.run(&spec, command).await.unwrap()
-    }
-
-    /// The records since the last call, as (host, port, protocol, allowed),
-    /// after checking that allowed ones moved bytes both ways and refused
-    /// ones none back.
-    fn take_records(&self) -> Vec<(String, u16, Protocol, bool)> {
-        let records = std::mem::take(&mut *self.records.lock().unwrap());
-        for record in &records {
-            if record.allowed {
-                assert!(record.bytes_up > 0, "{record:?}");
-                assert!(record.bytes_down > 0, "{record:?}");
-            } else {
-                assert_eq!(record.bytes_down, 0, "{record:?}");
-                assert!(!record.reason.is_empty(), "{record:?}");
-            }
-        }
-        records
-            .into_iter()
-            .map(|r| (r.host, r.port, r.protocol, r.allowed))
-            .collect()
-    }
-}
-
 #[tokio::test]
 async fn ssh_reaches_an_allowed_host_through_the_socks_port_only() {
     host("ssh", &["-V"], Path::new("/"));
-    let nc = std::fs::canonicalize("/usr/bin/nc").unwrap_or_default();
-    assert!(
-        nc.to_string_lossy().contains("openbsd"),
-        "this test needs OpenBSD netcat as /usr/bin/nc (apt-get install netcat-openbsd), found {nc:?}"
-    );
+    assert_openbsd_nc();
     let keys = tempfile::tempdir().unwrap();
     let sshd = Sshd::start(keys.path());
     let port = sshd.port;
     let sshd_log = || std::fs::read_to_string(keys.path().join("sshd.log")).unwrap_or_default();
-    let w = World::new(&[format!("ssh.test:{port}")], &["ssh.test", "other.test"]);
+    let w = World::new(
+        &[format!("ssh.test:{port}")],
+        &[],
+        &["ssh.test", "other.test"],
+        host_env(&[]),
+    );
     let key = w.root().join("key");
     std::fs::copy(keys.path().join("client_key"), &key).unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -228,7 +141,7 @@ async fn ssh_reaches_an_allowed_host_through_the_socks_port_only() {
         .await;
     assert_eq!(ok.outcome.exit_code, 0, "{ok:#?}\nsshd: {}", sshd_log());
     assert!(ok.outcome.stdout.contains("reached-over-ssh"), "{ok:#?}");
-    assert_eq!(w.take_records(), vec![allowed.clone()]);
+    assert_eq!(summary(w.take_records()), vec![allowed.clone()]);
 
     let refused = w
         .sh(&format!(
@@ -246,7 +159,7 @@ async fn ssh_reaches_an_allowed_host_through_the_socks_port_only() {
         "{refused:#?}"
     );
     assert_eq!(
-        w.take_records(),
+        summary(w.take_records()),
         vec![("other.test".to_owned(), port, Protocol::Socks5, false)]
     );
 
@@ -265,7 +178,7 @@ async fn ssh_reaches_an_allowed_host_through_the_socks_port_only() {
         !direct.outcome.stdout.contains("reached-directly"),
         "{direct:#?}"
     );
-    assert_eq!(w.take_records(), Vec::new());
+    assert_eq!(summary(w.take_records()), Vec::new());
 
     // What git runs: the GIT_SSH_COMMAND the sandbox sets, plus git's own
     // arguments.
@@ -281,6 +194,6 @@ async fn ssh_reaches_an_allowed_host_through_the_socks_port_only() {
         git.outcome.stdout.contains("via-git-ssh-command"),
         "{git:#?}"
     );
-    assert_eq!(w.take_records(), vec![allowed]);
+    assert_eq!(summary(w.take_records()), vec![allowed]);
     drop(sshd);
 }

@@ -3,29 +3,25 @@
 //! a host HTTP server on 127.0.0.1 and a static resolver that maps
 //! `allowed.test` and `denied.test` to it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 use toolgate_sandbox::egress::EgressRules;
-use toolgate_sandbox::proxy::{ConnectionRecord, EventSink, Protocol, StaticResolver};
+use toolgate_sandbox::proxy::{Protocol, StaticResolver};
 use toolgate_sandbox::{
-    BackendChoice, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxError,
-    SandboxOutcome, SandboxSpec,
+    BackendChoice, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxSpec,
 };
+
+use crate::world::{CURL_RECV_ERROR, World, assert_openbsd_nc, host_env, openbsd_nc, stage2};
 
 const PAGE: &str = "hello from the allowed host";
 const CREDENTIALED: &str = "http://user:pa55@corp.example:8080";
 
-/// curl's exit codes the tests tell apart.
+/// curl's exit codes the tests tell apart (and [`CURL_RECV_ERROR`]).
 const CURL_COULDNT_CONNECT: i32 = 7;
-const CURL_RECV_ERROR: i32 = 56;
 const CURL_PROXY_ERROR: i32 = 97;
 
 /// A host HTTP server on 127.0.0.1 answering every request with [`PAGE`].
@@ -52,76 +48,37 @@ fn serve_page() -> u16 {
     port
 }
 
-struct World {
-    dir: tempfile::TempDir,
-    sandbox: Sandbox,
-    records: Arc<Mutex<Vec<ConnectionRecord>>>,
-    port: u16,
+/// A [`World`] allowing `allowed.test` on the port of a fresh [`serve_page`]
+/// server and denying `denied.test`, both resolving to loopback, whose host
+/// environment holds credentialed proxy variables; and that port.
+fn world() -> (World, u16) {
+    let port = serve_page();
+    let env = host_env(&[
+        ("HOME", "/root"),
+        ("HTTP_PROXY", CREDENTIALED),
+        ("https_proxy", CREDENTIALED),
+        ("ALL_PROXY", CREDENTIALED),
+    ]);
+    let w = World::new(
+        &[format!("allowed.test:{port}")],
+        &["denied.test".into()],
+        &["allowed.test", "denied.test"],
+        env,
+    );
+    (w, port)
 }
 
-impl World {
-    fn new() -> World {
-        let port = serve_page();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("root")).unwrap();
-        let rules =
-            EgressRules::new(&[format!("allowed.test:{port}")], &["denied.test".into()]).unwrap();
-        let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
-        let resolver = StaticResolver::new()
-            .with("allowed.test", loopback)
-            .with("denied.test", loopback);
-        let records = Arc::new(Mutex::new(Vec::new()));
-        let sink: EventSink = {
-            let records = Arc::clone(&records);
-            Arc::new(move |record| records.lock().unwrap().push(record))
-        };
-        let config = SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
-            dir.path().join("state"),
-        )
-        .backend(BackendChoice::Bwrap)
-        .egress(rules, Arc::new(resolver), sink);
-        let host_env = BTreeMap::from([
-            ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
-            ("HOME".to_owned(), "/root".to_owned()),
-            ("HTTP_PROXY".to_owned(), CREDENTIALED.to_owned()),
-            ("https_proxy".to_owned(), CREDENTIALED.to_owned()),
-            ("ALL_PROXY".to_owned(), CREDENTIALED.to_owned()),
-        ]);
-        let sandbox = Sandbox::new(config).unwrap().with_host_env(host_env);
-        World {
-            dir,
-            sandbox,
-            records,
-            port,
-        }
-    }
-
-    fn spec(&self) -> SandboxSpec {
-        SandboxSpec::for_root(self.dir.path().join("root")).network(NetworkMode::Proxy)
-    }
-
-    async fn sh(&self, script: &str) -> SandboxOutcome {
-        let command = SandboxCommand::shell(script).timeout(Duration::from_secs(60));
-        self.sandbox.run(&self.spec(), command).await.unwrap()
-    }
-
-    /// Runs curl with `args` (plus `--max-time 10`, so a hang would show up
-    /// as exit 28) and returns its exit code, stdout and stderr.
-    async fn curl(&self, args: &str) -> (i32, String, String) {
-        let o = self.sh(&format!("curl -sS --max-time 10 {args}")).await;
-        (o.outcome.exit_code, o.outcome.stdout, o.outcome.stderr)
-    }
-
-    fn take_records(&self) -> Vec<ConnectionRecord> {
-        std::mem::take(&mut *self.records.lock().unwrap())
-    }
+/// Runs curl with `args` (plus `--max-time 10`, so a hang would show up
+/// as exit 28) and returns its exit code, stdout and stderr.
+async fn curl(w: &World, args: &str) -> (i32, String, String) {
+    let o = w.sh(&format!("curl -sS --max-time 10 {args}")).await;
+    (o.outcome.exit_code, o.outcome.stdout, o.outcome.stderr)
 }
 
 #[tokio::test]
 async fn an_allowed_host_answers_through_http_connect_and_socks() {
-    let w = World::new();
-    let url = format!("http://allowed.test:{}/", w.port);
+    let (w, port) = world();
+    let url = format!("http://allowed.test:{port}/");
     for (how, args) in [
         ("http", format!("-x http://127.0.0.1:3128 {url}")),
         (
@@ -133,7 +90,7 @@ async fn an_allowed_host_answers_through_http_connect_and_socks() {
         ("environment", url.clone()),
     ] {
         assert_eq!(
-            w.curl(&args).await,
+            curl(&w, &args).await,
             (0, PAGE.into(), String::new()),
             "{how}"
         );
@@ -143,7 +100,7 @@ async fn an_allowed_host_answers_through_http_connect_and_socks() {
         .iter()
         .map(|r| (r.host.clone(), r.port, r.protocol, r.allowed))
         .collect();
-    let allowed = |protocol| ("allowed.test".to_owned(), w.port, protocol, true);
+    let allowed = |protocol| ("allowed.test".to_owned(), port, protocol, true);
     assert_eq!(
         summary,
         vec![
@@ -161,8 +118,7 @@ async fn an_allowed_host_answers_through_http_connect_and_socks() {
 
 #[tokio::test]
 async fn refused_destinations_fail_at_once_with_a_proxy_error() {
-    let w = World::new();
-    let port = w.port;
+    let (w, port) = world();
     let other_port = if port == 65535 { port - 1 } else { port + 1 };
     let refused = [
         ("denied.test", format!("denied.test:{port}")),
@@ -173,8 +129,9 @@ async fn refused_destinations_fail_at_once_with_a_proxy_error() {
     for (host, target) in &refused {
         // `--noproxy ''`: NO_PROXY lists 127.0.0.1, which would make curl
         // skip the proxy for the raw-IP case instead of asking it.
-        let plain = w
-            .curl(&format!(
+        let plain = curl(
+            &w,
+            &format!(
                 "--noproxy '' -o /dev/null -w '%{{http_code}}' -x http://127.0.0.1:3128 http://{target}/"
             ))
             .await;
@@ -183,18 +140,18 @@ async fn refused_destinations_fail_at_once_with_a_proxy_error() {
             (0, "403"),
             "{target}: {plain:?}"
         );
-        let connect = w
-            .curl(&format!(
-                "--noproxy '' -x http://127.0.0.1:3128 --proxytunnel http://{target}/"
-            ))
-            .await;
+        let connect = curl(
+            &w,
+            &format!("--noproxy '' -x http://127.0.0.1:3128 --proxytunnel http://{target}/"),
+        )
+        .await;
         assert_eq!(connect.0, CURL_RECV_ERROR, "{target}: {connect:?}");
         assert!(connect.2.contains("403"), "{target}: {connect:?}");
-        let socks = w
-            .curl(&format!(
-                "--noproxy '' --socks5-hostname 127.0.0.1:1080 http://{target}/"
-            ))
-            .await;
+        let socks = curl(
+            &w,
+            &format!("--noproxy '' --socks5-hostname 127.0.0.1:1080 http://{target}/"),
+        )
+        .await;
         assert_eq!(socks.0, CURL_PROXY_ERROR, "{target}: {socks:?}");
         let records = w.take_records();
         assert_eq!(records.len(), 3, "{target}: {records:?}");
@@ -211,12 +168,9 @@ async fn refused_destinations_fail_at_once_with_a_proxy_error() {
 
 #[tokio::test]
 async fn the_command_has_no_way_around_the_proxy() {
-    let w = World::new();
-    let port = w.port;
+    let (w, port) = world();
     // The host's loopback server is not in the sandbox's network namespace.
-    let direct = w
-        .curl(&format!("--noproxy '*' http://127.0.0.1:{port}/"))
-        .await;
+    let direct = curl(&w, &format!("--noproxy '*' http://127.0.0.1:{port}/")).await;
     assert_eq!(direct.0, CURL_COULDNT_CONNECT, "{direct:?}");
     // No unix socket: not the proxy's, not any other.
     let unix = w
@@ -256,7 +210,7 @@ async fn the_command_has_no_way_around_the_proxy() {
 
 #[tokio::test]
 async fn the_command_sees_the_proxy_variables_and_never_the_hosts() {
-    let w = World::new();
+    let (w, _) = world();
     let mut command = SandboxCommand::new(["printenv"]);
     for name in ["HTTP_PROXY", "https_proxy", "ALL_PROXY"] {
         command = command.pass_env(name);
@@ -280,9 +234,7 @@ async fn the_command_sees_the_proxy_variables_and_never_the_hosts() {
         ("https_proxy", "http://127.0.0.1:3128"),
         ("no_proxy", "localhost,127.0.0.1,::1"),
     ]);
-    let openbsd_nc =
-        std::fs::canonicalize("/usr/bin/nc").is_ok_and(|p| p.to_string_lossy().contains("openbsd"));
-    if openbsd_nc {
+    if openbsd_nc() {
         expected.insert(
             "GIT_SSH_COMMAND",
             "ssh -o ProxyCommand='nc -X 5 -x 127.0.0.1:1080 %h %p'",
@@ -295,24 +247,18 @@ async fn the_command_sees_the_proxy_variables_and_never_the_hosts() {
 #[tokio::test]
 async fn netcat_reaches_an_allowed_host_through_the_socks_port_as_git_ssh_would() {
     // GIT_SSH_COMMAND's ProxyCommand, with an HTTP request instead of ssh.
-    let nc = std::fs::canonicalize("/usr/bin/nc").unwrap_or_default();
-    assert!(
-        nc.to_string_lossy().contains("openbsd"),
-        "this test needs OpenBSD netcat as /usr/bin/nc (apt-get install netcat-openbsd), found {nc:?}"
-    );
-    let w = World::new();
+    assert_openbsd_nc();
+    let (w, port) = world();
     let request = "GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n";
     let ok = w
         .sh(&format!(
-            "printf '{request}' | nc -X 5 -x 127.0.0.1:1080 allowed.test {}",
-            w.port
+            "printf '{request}' | nc -X 5 -x 127.0.0.1:1080 allowed.test {port}"
         ))
         .await;
     assert!(ok.outcome.stdout.ends_with(PAGE), "{ok:#?}");
     let refused = w
         .sh(&format!(
-            "printf '{request}' | nc -X 5 -x 127.0.0.1:1080 unlisted.test {}",
-            w.port
+            "printf '{request}' | nc -X 5 -x 127.0.0.1:1080 unlisted.test {port}"
         ))
         .await;
     assert_ne!(refused.outcome.exit_code, 0, "{refused:#?}");
@@ -337,12 +283,9 @@ async fn an_empty_allowlist_refuses_everything() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("root")).unwrap();
     let resolver = StaticResolver::new().with("allowed.test", [IpAddr::V4(Ipv4Addr::LOCALHOST)]);
-    let config = SandboxConfig::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
-        dir.path().join("state"),
-    )
-    .backend(BackendChoice::Bwrap)
-    .egress(EgressRules::default(), Arc::new(resolver), Arc::new(|_| {}));
+    let config = SandboxConfig::new(stage2(), dir.path().join("state"))
+        .backend(BackendChoice::Bwrap)
+        .egress(EgressRules::default(), Arc::new(resolver), Arc::new(|_| {}));
     let sandbox = Sandbox::new(config).unwrap();
     let spec = SandboxSpec::for_root(dir.path().join("root")).network(NetworkMode::Proxy);
     let o = sandbox
@@ -364,11 +307,8 @@ async fn an_empty_allowlist_refuses_everything() {
 #[tokio::test]
 async fn proxy_mode_without_an_egress_setup_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SandboxConfig::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
-        dir.path().join("state"),
-    )
-    .backend(BackendChoice::Bwrap);
+    let config =
+        SandboxConfig::new(stage2(), dir.path().join("state")).backend(BackendChoice::Bwrap);
     let sandbox = Sandbox::new(config).unwrap();
     let spec = SandboxSpec::for_root(dir.path()).network(NetworkMode::Proxy);
     let err = sandbox
@@ -383,7 +323,7 @@ async fn proxy_mode_without_an_egress_setup_is_a_clear_error() {
 
 #[tokio::test]
 async fn no_proxy_socket_or_directory_is_left_behind() {
-    let w = World::new();
+    let (w, _) = world();
     let o = w.sh("test -S /run/toolgate/egress.sock").await;
     assert_eq!(o.outcome.exit_code, 0, "{o:#?}");
     let leftovers: Vec<_> = std::fs::read_dir(w.dir.path().join("state"))
