@@ -126,6 +126,13 @@ impl FilesystemRules {
             writable,
         }
     }
+
+    /// Adds the rules to `spec`, whose writable roots are already set.
+    pub fn apply_to(&self, spec: &mut SandboxSpec) {
+        spec.writable_roots.extend(self.writable.iter().cloned());
+        spec.read_deny.clone_from(&self.read_deny);
+        spec.write_deny.clone_from(&self.write_deny);
+    }
 }
 
 impl LocalWorkspace {
@@ -260,10 +267,7 @@ impl Workspace for LocalWorkspace {
             .network(self.network)
             .cwd(dir);
         spec.writable_roots = self.roots.clone();
-        spec.writable_roots
-            .extend(self.filesystem.writable.iter().cloned());
-        spec.read_deny.clone_from(&self.filesystem.read_deny);
-        spec.write_deny.clone_from(&self.filesystem.write_deny);
+        self.filesystem.apply_to(&mut spec);
         Ok(self
             .sandbox
             .run_attached(&spec, command, attach, on_line)

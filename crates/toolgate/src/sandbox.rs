@@ -87,10 +87,7 @@ pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<Exi
         .allow_unix_sockets(run.allow_unix_sockets)
         .cwd(env.cwd.clone());
     spec.writable_roots = settings.roots.clone();
-    spec.writable_roots
-        .extend(settings.filesystem.writable.iter().cloned());
-    spec.read_deny.clone_from(&settings.filesystem.read_deny);
-    spec.write_deny.clone_from(&settings.filesystem.write_deny);
+    settings.filesystem.apply_to(&mut spec);
     if run.plan_only {
         let plan = sandbox.plan(&spec, &run.argv)?;
         let mut out = std::io::stdout().lock();
