@@ -151,6 +151,23 @@ impl CallContext {
         }
     }
 
+    /// The call id as a safe file-name part: it comes from the client, so
+    /// anything but ASCII letters, digits and `-` becomes `_` (no `/`, no
+    /// `..`), at most 64 characters.
+    pub fn call_id_for_file(&self) -> String {
+        self.call_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect()
+    }
+
     /// Sets where progress goes.
     pub fn with_progress(mut self, progress: Progress) -> Self {
         self.progress = progress;

@@ -544,20 +544,7 @@ impl Executor {
             return (output, false, None);
         }
         let saved = self.output_dir.as_ref().and_then(|dir| {
-            // The call id comes from the client: keep it to a safe file name
-            // so it cannot point the write elsewhere.
-            let id: String = ctx
-                .call_id
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .take(64)
-                .collect();
+            let id = ctx.call_id_for_file();
             let path = dir.join(format!("toolgate-output-{id}.txt"));
             std::fs::create_dir_all(dir).ok()?;
             std::fs::write(&path, &full).ok()?;

@@ -158,9 +158,9 @@ impl TypedTool for BashTool {
             &self.fs,
             &self.config.output_dir,
             "bash",
-            &ctx.call_id,
+            &ctx.call_id_for_file(),
             &outcome.outcome,
-            &full,
+            full,
             timeout,
         )
         .await?;
@@ -183,7 +183,7 @@ pub(crate) async fn command_result(
     prefix: &str,
     call_id: &str,
     run: &ExecOutcome,
-    full: &FullOutput,
+    full: FullOutput,
     timeout: Duration,
 ) -> Result<(String, Value), ToolError> {
     let mut text = String::new();
@@ -204,6 +204,7 @@ pub(crate) async fn command_result(
     let bounded = caps.bound(&text);
     let cut = bounded.truncated() || run.stdout_truncated || run.stderr_truncated;
     let mut text = bounded.text;
+    let (lines, stdout_bytes, stderr_bytes) = (full.lines, full.stdout_bytes, full.stderr_bytes);
     let saved = if cut {
         Some(save_output(fs, output_dir, prefix, call_id, full).await?)
     } else {
@@ -215,8 +216,7 @@ pub(crate) async fn command_result(
     if let Some(path) = &saved {
         let _ = writeln!(
             text,
-            "[output cut; the whole of it ({} lines) is in {path}: read or grep it]",
-            full.lines
+            "[output cut; the whole of it ({lines} lines) is in {path}: read or grep it]"
         );
     }
     let status = if run.timed_out {
@@ -235,8 +235,8 @@ pub(crate) async fn command_result(
         "signal": run.signal,
         "timed_out": run.timed_out,
         "duration_ms": run.duration_ms,
-        "stdout_bytes": full.stdout_bytes,
-        "stderr_bytes": full.stderr_bytes,
+        "stdout_bytes": stdout_bytes,
+        "stderr_bytes": stderr_bytes,
         "truncated": cut,
         "output_file": saved,
     });
@@ -250,22 +250,11 @@ async fn save_output(
     output_dir: &str,
     prefix: &str,
     call_id: &str,
-    full: &FullOutput,
+    full: FullOutput,
 ) -> Result<String, ToolError> {
-    let name: String = call_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(80)
-        .collect();
-    let path = format!("{output_dir}/{prefix}-{name}.log");
+    let path = format!("{output_dir}/{prefix}-{call_id}.log");
     let place = fs.locate(&path)?;
-    let mut bytes = full.text.clone().into_bytes();
+    let mut bytes = full.text.into_bytes();
     if full.capped {
         bytes.extend_from_slice(b"\n[toolgate kept only the first 64 MiB of output]\n");
     }

@@ -159,9 +159,9 @@ impl TypedTool for ElevatedTool {
             &self.fs,
             &self.config.output_dir,
             "elevated",
-            &ctx.call_id,
+            &ctx.call_id_for_file(),
             &run,
-            &full,
+            full,
             timeout,
         )
         .await?;
