@@ -183,7 +183,7 @@ fn parse(script: &str, deadline: Instant) -> Option<Tree> {
             false => ControlFlow::Continue(()),
         };
         let options = ParseOptions::new().progress_callback(&mut give_up);
-        let bytes = script.as_bytes();
+        let bytes = guard_scanner(script);
         let mut read = |at: usize, _| bytes.get(at..).unwrap_or_default();
         let tree = parser.parse_with_options(&mut read, None, Some(options));
         if tree.is_none() {
@@ -191,6 +191,39 @@ fn parse(script: &str, deadline: Instant) -> Option<Tree> {
         }
         tree
     })
+}
+
+/// tree-sitter-bash 0.25's scanner classifies the character after `{` and
+/// after `{1.` with C `isdigit`, which reads far outside its table for a
+/// code point above 255 and crashes the process (`echo {😀`). The parser
+/// gets those characters as ASCII of the same byte length instead: the
+/// scanner gives up on a non-digit either way, and node byte ranges still
+/// slice the real script.
+fn guard_scanner(script: &str) -> Cow<'_, [u8]> {
+    let bytes = script.as_bytes();
+    let mut guarded: Option<Vec<u8>> = None;
+    let mut at = 0;
+    while let Some(offset) = bytes
+        .get(at..)
+        .and_then(|rest| rest.iter().position(|&b| b == b'{'))
+    {
+        at += offset + 1;
+        while bytes
+            .get(at)
+            .is_some_and(|b| b.is_ascii_digit() || *b == b'.')
+        {
+            at += 1;
+        }
+        let Some(c) = script.get(at..).and_then(|rest| rest.chars().next()) else {
+            continue;
+        };
+        if !c.is_ascii() {
+            let out = guarded.get_or_insert_with(|| bytes.to_vec());
+            out[at..at + c.len_utf8()].fill(b'x');
+            at += c.len_utf8();
+        }
+    }
+    guarded.map_or(Cow::Borrowed(bytes), Cow::Owned)
 }
 
 struct Extractor {

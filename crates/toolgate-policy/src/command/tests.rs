@@ -754,3 +754,26 @@ proptest! {
         let _ = extract_commands(&script);
     }
 }
+
+#[test]
+fn characters_beyond_latin1_after_a_brace_do_not_crash_the_parser() {
+    // tree-sitter-bash's scanner passes the character after `{` (and after
+    // `{1.`) to C `isdigit`; a code point far above 255 read outside its
+    // table and killed the process.
+    let policy = CommandPolicy::standard();
+    for script in [
+        "echo {\u{10FFFF}",
+        "echo {12\u{10FFFF}",
+        "echo {1.\u{10FFFF}",
+        "echo {1..2\u{10FFFF}",
+        "{\u{1F600}} && shutdown",
+        "echo {\u{e9}{\u{10FFFF}",
+    ] {
+        let _ = policy.check(script);
+    }
+    assert!(denied_reason(&policy.check("echo {\u{10FFFF}; shutdown")).is_some());
+    let CommandVerdict::Allowed { commands } = policy.check("echo {\u{1F600}x}") else {
+        panic!("a brace word with an emoji is an ordinary argument");
+    };
+    assert_eq!(commands, ["echo"]);
+}
