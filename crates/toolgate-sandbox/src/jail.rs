@@ -91,7 +91,8 @@ pub struct EntryInfo {
     pub mode: u32,
 }
 
-/// What [`Jail::stat`] reports (symlinks inside the root are followed).
+/// What [`Jail::stat`] (symlinks inside the root followed) and
+/// [`Jail::lstat`] report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStat {
     pub kind: EntryKind,
@@ -206,13 +207,7 @@ impl Jail {
     pub fn open_file(&self, path: &Path) -> Result<(std::fs::File, FileStat), JailError> {
         let rel = self.relative(path)?;
         let (file, meta) = self.open_regular(&rel)?;
-        let stat = FileStat {
-            kind: EntryKind::File,
-            size: meta.len(),
-            modified: modified(&meta),
-            mode: meta.mode(),
-        };
-        Ok((file.into_std(), stat))
+        Ok((file.into_std(), FileStat::of(&meta)))
     }
 
     /// Refuses `path` if it is (or lies under) a protected entry, on its text
@@ -262,12 +257,18 @@ impl Jail {
             .dir
             .metadata(cap_path(&rel))
             .map_err(|e| self.err(&rel, e))?;
-        Ok(FileStat {
-            kind: kind_of(meta.file_type()),
-            size: meta.len(),
-            modified: modified(&meta),
-            mode: meta.mode(),
-        })
+        Ok(FileStat::of(&meta))
+    }
+
+    /// Metadata of the entry at `path` itself: a final symlink is described,
+    /// not followed; the directories on the way must stay inside the root.
+    pub fn lstat(&self, path: &Path) -> Result<FileStat, JailError> {
+        let rel = self.relative(path)?;
+        let meta = self
+            .dir
+            .symlink_metadata(cap_path(&rel))
+            .map_err(|e| self.err(&rel, e))?;
+        Ok(FileStat::of(&meta))
     }
 
     /// Whether `path` exists (following symlinks inside the root). A path
@@ -517,6 +518,17 @@ fn cap_path(rel: &Path) -> &Path {
         Path::new(".")
     } else {
         rel
+    }
+}
+
+impl FileStat {
+    fn of(meta: &Metadata) -> FileStat {
+        FileStat {
+            kind: kind_of(meta.file_type()),
+            size: meta.len(),
+            modified: modified(meta),
+            mode: meta.mode(),
+        }
     }
 }
 

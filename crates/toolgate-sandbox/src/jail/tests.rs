@@ -209,3 +209,26 @@ fn create_new_and_rename() {
     assert_eq!(jail.read(Path::new("n/m/moved"), 10).unwrap(), b"1");
     assert!(!jail.exists(Path::new("n/m/n")).unwrap());
 }
+
+#[test]
+fn lstat_describes_a_final_symlink_and_refuses_a_way_outside() {
+    let (tmp, jail) = setup();
+    let w = tmp.path().join("w");
+    fs::create_dir(tmp.path().join("outside")).unwrap();
+    fs::write(tmp.path().join("outside/secret"), "s").unwrap();
+    fs::write(w.join("f"), "four").unwrap();
+    symlink("f", w.join("in")).unwrap();
+    symlink("../outside", w.join("out")).unwrap();
+    assert_eq!(
+        jail.lstat(Path::new("in")).unwrap().kind,
+        EntryKind::Symlink
+    );
+    assert_eq!(jail.stat(Path::new("in")).unwrap().size, 4);
+    // The link itself is inside; what lies behind it is not.
+    assert_eq!(
+        jail.lstat(Path::new("out")).unwrap().kind,
+        EntryKind::Symlink
+    );
+    let err = jail.lstat(Path::new("out/secret")).unwrap_err();
+    assert!(matches!(err, JailError::Escape { .. }), "{err:?}");
+}

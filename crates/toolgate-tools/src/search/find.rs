@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ignore::WalkState;
 use serde::{Deserialize, Serialize};
-use toolgate_sandbox::{EntryKind, Jail};
+use toolgate_sandbox::{EntryKind, FileStat, Jail};
 
 use crate::search::walk::{self, PathGlobs, SearchError, Target, WalkOptions};
 
@@ -118,17 +118,13 @@ pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport,
         Target::File(rel) => {
             let stat = jail.stat(&rel)?;
             let abs = root.join(&rel);
-            let kind = match stat.kind {
-                EntryKind::Dir => EntryType::Dir,
-                EntryKind::Symlink => EntryType::Symlink,
-                EntryKind::File | EntryKind::Other => EntryType::File,
-            };
-            let entry = FindEntry {
+            let mut entry = FindEntry {
                 path: walk::display_rel(&rel),
-                kind,
-                size: stat.size,
-                modified: stat.modified.and_then(unix_seconds),
+                kind: EntryType::File,
+                size: 0,
+                modified: None,
             };
+            entry.take_facts(&stat);
             if pattern.is_match(&abs, root, &abs) && wanted(opts, &entry) {
                 lock(&best).push(entry);
             }
@@ -158,7 +154,38 @@ pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport,
     let best = best
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(best.report(opts.offset))
+    let mut report = best.report(opts.offset);
+    confirm(jail, opts, &mut report);
+    Ok(report)
+}
+
+/// The walker reads directories by path, so a directory swapped for a
+/// symlink to the outside in the middle of a walk would show outside names.
+/// Every reported entry is looked up again through the jail: one that is not
+/// there, or lies outside, is left out, and the facts shown are the jail's.
+fn confirm(jail: &Jail, opts: &FindOptions, report: &mut FindReport) {
+    report.entries.retain_mut(|entry| {
+        let Ok(stat) = jail.lstat(Path::new(&entry.path)) else {
+            return false;
+        };
+        if stat.kind == EntryKind::Other {
+            return false; // the walk reports no sockets or FIFOs either
+        }
+        entry.take_facts(&stat);
+        wanted(opts, entry)
+    });
+}
+
+impl FindEntry {
+    fn take_facts(&mut self, stat: &FileStat) {
+        self.kind = match stat.kind {
+            EntryKind::Dir => EntryType::Dir,
+            EntryKind::Symlink => EntryType::Symlink,
+            EntryKind::File | EntryKind::Other => EntryType::File,
+        };
+        self.size = stat.size;
+        self.modified = stat.modified.and_then(unix_seconds);
+    }
 }
 
 fn lock(best: &Mutex<Best>) -> std::sync::MutexGuard<'_, Best> {

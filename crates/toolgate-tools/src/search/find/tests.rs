@@ -234,3 +234,40 @@ fn pages_cover_everything_once_and_sort_by_modified() {
         serde_json::json!({"entries": [{"path": "d0/f00.txt", "type": "file", "size": 1, "modified": 1_700_000_000}], "total": 1, "truncated": false, "next_offset": null})
     );
 }
+
+#[test]
+fn entries_a_swapped_directory_would_show_from_outside_are_left_out() {
+    // The walker reads directories by path. If `link_out` had been a real
+    // directory when the walk listed it and a symlink to `outside` when the
+    // walk read it, the walk would report `link_out/needle.txt`: an outside
+    // name. The report is confirmed through the jail, which refuses that
+    // path, and takes the facts of the entries that are there from the jail.
+    let tree = standard();
+    let entry = |path: &str| FindEntry {
+        path: path.to_owned(),
+        kind: EntryType::File,
+        size: 999,
+        modified: None,
+    };
+    let mut report = FindReport {
+        entries: vec![
+            entry("link_out/needle.txt"),
+            entry("src/lib.rs"),
+            entry("gone.rs"),
+            entry("link_out"),
+        ],
+        total: 4,
+        truncated: false,
+        next_offset: None,
+        offset: 0,
+    };
+    confirm(&tree.jail, &opts(""), &mut report);
+    use EntryType::{File, Symlink};
+    assert_eq!(
+        listed(&report),
+        [("src/lib.rs", File), ("link_out", Symlink)]
+    );
+    let lib = std::fs::metadata(tree.ws().join("src/lib.rs")).unwrap();
+    assert_eq!(report.entries[0].size, lib.len());
+    assert!(report.entries[0].modified.is_some());
+}
