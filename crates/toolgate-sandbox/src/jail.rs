@@ -252,22 +252,22 @@ impl Jail {
 
     /// Metadata of `path`, following symlinks that stay inside the root.
     pub fn stat(&self, path: &Path) -> Result<FileStat, JailError> {
-        let rel = self.relative(path)?;
-        let meta = self
-            .dir
-            .metadata(cap_path(&rel))
-            .map_err(|e| self.err(&rel, e))?;
-        Ok(FileStat::of(&meta))
+        self.metadata(path, |dir, p| dir.metadata(p))
     }
 
     /// Metadata of the entry at `path` itself: a final symlink is described,
     /// not followed; the directories on the way must stay inside the root.
     pub fn lstat(&self, path: &Path) -> Result<FileStat, JailError> {
+        self.metadata(path, |dir, p| dir.symlink_metadata(p))
+    }
+
+    fn metadata(
+        &self,
+        path: &Path,
+        read: fn(&Dir, &Path) -> io::Result<Metadata>,
+    ) -> Result<FileStat, JailError> {
         let rel = self.relative(path)?;
-        let meta = self
-            .dir
-            .symlink_metadata(cap_path(&rel))
-            .map_err(|e| self.err(&rel, e))?;
+        let meta = read(&self.dir, cap_path(&rel)).map_err(|e| self.err(&rel, e))?;
         Ok(FileStat::of(&meta))
     }
 
