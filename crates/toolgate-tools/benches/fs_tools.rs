@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use toolgate_core::{CallContext, Registry};
 use toolgate_policy::{Executor, Policy};
 use toolgate_sandbox::{LocalWorkspace, Sandbox, SandboxConfig};
-use toolgate_tools::{Limits, register_fs_tools};
+use toolgate_tools::{Fs, Limits, register_fs_tools};
 
 /// A small source tree: `src/` with 200 files, one 2000-line file.
 fn tree(root: &Path) {
@@ -38,7 +38,11 @@ fn executor(root: &Path, state: PathBuf) -> Executor {
     let sandbox = Sandbox::new(SandboxConfig::new(PathBuf::from("/nonexistent"), state)).unwrap();
     let ws = LocalWorkspace::new("bench", vec![root.to_owned()], root.to_owned(), sandbox).unwrap();
     let mut registry = Registry::new();
-    register_fs_tools(&mut registry, Arc::new(ws), Limits::default()).unwrap();
+    register_fs_tools(
+        &mut registry,
+        Arc::new(Fs::new(Arc::new(ws), Limits::default())),
+    )
+    .unwrap();
     Executor::builder(registry)
         .policy(Policy::standard())
         .build()

@@ -38,7 +38,6 @@ mod write;
 use std::sync::Arc;
 
 use toolgate_core::{Registry, ToolRegistrationError, Typed};
-use toolgate_sandbox::Workspace;
 
 pub use apply_patch::{ApplyPatchArgs, ApplyPatchTool};
 pub use bash::{BashArgs, BashTool, RuntimeConfig};
@@ -51,13 +50,11 @@ pub use ls::{LsArgs, LsTool};
 pub use read::{ReadArgs, ReadTool};
 pub use write::{WriteArgs, WriteTool};
 
-/// Registers the file and search tools over `workspace`.
+/// Registers the file and search tools over `fs`.
 pub fn register_fs_tools(
     registry: &mut Registry,
-    workspace: Arc<dyn Workspace>,
-    limits: Limits,
+    fs: Arc<Fs>,
 ) -> Result<(), ToolRegistrationError> {
-    let fs = Arc::new(Fs::new(workspace, limits));
     registry.register(Arc::new(Typed::new(ReadTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(WriteTool::new(fs.clone()))))?;
     registry.register(Arc::new(Typed::new(EditTool::new(fs.clone()))))?;

@@ -443,9 +443,9 @@ mod tests {
     /// The file tools, plus `elevated` when asked, under `preset`.
     fn executor(s: &Setup, preset: PolicyPreset, elevated: bool) -> Executor {
         let mut registry = Registry::new();
-        crate::register_fs_tools(&mut registry, s.workspace.clone(), Limits::default()).unwrap();
+        let fs = Arc::new(Fs::new(s.workspace.clone(), Limits::default()));
+        crate::register_fs_tools(&mut registry, fs.clone()).unwrap();
         if elevated {
-            let fs = Arc::new(Fs::new(s.workspace.clone(), Limits::default()));
             crate::register_elevated_tool(&mut registry, fs, RuntimeConfig::default()).unwrap();
         }
         let policy = Policy::preset(preset, Some(Path::new("/nonexistent-home")));

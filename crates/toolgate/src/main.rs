@@ -260,8 +260,8 @@ fn builtin_tools(settings: &Settings, env: &Environment) -> Result<Registry> {
         resources.max_output_lines,
         resources.max_file_bytes,
     );
-    toolgate_tools::register_fs_tools(&mut registry, workspace.clone(), limits)?;
     let fs = Arc::new(Fs::new(workspace, limits));
+    toolgate_tools::register_fs_tools(&mut registry, fs.clone())?;
     let mut runtime = RuntimeConfig::default();
     runtime.pass_env.clone_from(&settings.tools.pass_env);
     if let Some(secs) = settings.tools.max_timeout {

@@ -71,7 +71,8 @@ impl Fixture {
         let workspace =
             LocalWorkspace::new("test", vec![root.clone()], root.clone(), sandbox).unwrap();
         let mut registry = Registry::new();
-        toolgate_tools::register_fs_tools(&mut registry, Arc::new(workspace), limits).unwrap();
+        let fs = Arc::new(toolgate_tools::Fs::new(Arc::new(workspace), limits));
+        toolgate_tools::register_fs_tools(&mut registry, fs).unwrap();
         let policy = policy_for(&home);
         let executor = Executor::builder(registry).policy(policy).build();
         let ctx =
