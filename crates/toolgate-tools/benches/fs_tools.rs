@@ -98,5 +98,50 @@ fn calls(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, calls);
+/// Paging deep into a 50 MB log: the first call scans the whole file (line
+/// count, sha256); later calls of the same tool seek to the page using what
+/// that scan noted.
+fn large_file(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut log = String::new();
+    let mut n = 0;
+    while log.len() < 50 << 20 {
+        n += 1;
+        writeln!(log, "2026-12-02T14:00:00Z INFO request {n} served in 3 ms").unwrap();
+    }
+    std::fs::write(root.join("huge.log"), log).unwrap();
+    // Facts are kept only for files whose last change is over a second old.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let ctx = CallContext::new("bench", "bench", root.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let args = json!({"path": "huge.log", "offset": n - 500, "limit": 100});
+    let call = |executor: &Executor| {
+        let out = rt
+            .block_on(executor.call("read", args.clone(), &ctx))
+            .unwrap();
+        black_box(out);
+    };
+    let mut group = c.benchmark_group("read_50mb");
+    group.sample_size(10);
+    group.bench_function("page_near_the_end_first_call", |b| {
+        b.iter_batched(
+            || executor(&root, tmp.path().join("state")),
+            |executor| call(&executor),
+            criterion::BatchSize::PerIteration,
+        );
+    });
+    let warm = executor(&root, tmp.path().join("state"));
+    call(&warm);
+    group.bench_function("page_near_the_end_later_calls", |b| {
+        b.iter(|| call(&warm));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, calls, large_file);
 criterion_main!(benches);

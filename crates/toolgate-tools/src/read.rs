@@ -1,8 +1,9 @@
 //! `read`: a file's text with line numbers, a page at a time; images as
 //! image content; binary files described, never dumped.
 
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use base64::Engine;
@@ -17,6 +18,10 @@ use toolgate_sandbox::JailError;
 
 use crate::fs::{Fs, Located, blocking, jail_error};
 use crate::text::{self, ImageKind, LineEndings};
+
+mod facts;
+
+use facts::{CACHE_MIN_BYTES, Facts, FactsCache, FileKey, MARK_EVERY};
 
 /// Files larger than this are shown a page at a time without a total line
 /// count or hash, so a huge log does not have to be read to its end.
@@ -39,12 +44,17 @@ pub struct ReadArgs {
 /// The `read` tool.
 pub struct ReadTool {
     fs: Arc<Fs>,
+    /// Whole-file facts of large files, so later pages need not rescan.
+    facts: Arc<FactsCache>,
 }
 
 impl ReadTool {
     /// `read` over `fs`.
     pub fn new(fs: Arc<Fs>) -> ReadTool {
-        ReadTool { fs }
+        ReadTool {
+            fs,
+            facts: Arc::default(),
+        }
     }
 }
 
@@ -70,7 +80,8 @@ impl TypedTool for ReadTool {
     async fn run(&self, args: ReadArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let place = self.fs.locate(&args.path)?;
         let limits = *self.fs.limits();
-        blocking(move || read(&place, &args, &limits)).await
+        let facts = self.facts.clone();
+        blocking(move || read(&place, &args, &limits, &facts)).await
     }
 }
 
@@ -78,6 +89,7 @@ fn read(
     place: &Located,
     args: &ReadArgs,
     limits: &crate::fs::Limits,
+    cache: &FactsCache,
 ) -> Result<ToolOutput, ToolError> {
     let (file, stat) = place.jail.open_file(&place.rel).map_err(|e| match e {
         JailError::IsADirectory { .. } => ToolError::Failed(format!(
@@ -86,6 +98,10 @@ fn read(
         )),
         other => jail_error(other),
     })?;
+    let key = (CACHE_MIN_BYTES..=FULL_SCAN_BYTES)
+        .contains(&stat.size)
+        .then(|| file.metadata().ok().map(|meta| FileKey::of(&meta)))
+        .flatten();
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let head = reader
         .fill_buf()
@@ -109,8 +125,32 @@ fn read(
         .limit
         .unwrap_or(limits.read_lines as u64)
         .clamp(1, limits.read_lines as u64);
-    let page = Page::collect(reader, offset, limit, stat.size, limits)
-        .map_err(|e| io_error(&place.shown, &e))?;
+    let known = key.as_ref().and_then(|key| cache.get(key));
+    let page = match known {
+        // Straight to the noted line start before the page.
+        Some(facts) => {
+            let (line, at) = facts.mark_before(offset);
+            let mut page = reader
+                .seek(SeekFrom::Start(at))
+                .and_then(|_| Page::collect(reader, line, false, offset, limit, limits))
+                .map_err(|e| io_error(&place.shown, &e))?
+                .0;
+            page.take(&facts);
+            page
+        }
+        None => {
+            let began = SystemTime::now();
+            let whole = stat.size <= FULL_SCAN_BYTES;
+            let (page, facts) = Page::collect(reader, 1, whole, offset, limit, limits)
+                .map_err(|e| io_error(&place.shown, &e))?;
+            if let (Some(key), Some(facts)) = (key, facts)
+                && key.settled(began)
+            {
+                cache.put(key, facts);
+            }
+            page
+        }
+    };
     page.render(place, offset, stat.size)
 }
 
@@ -180,15 +220,20 @@ struct Page {
 }
 
 impl Page {
+    /// The page of `limit` lines from `offset`, reading from line
+    /// `first_line` on. With `whole`, the rest of the file is read too, for
+    /// the facts about all of it.
     fn collect(
         mut reader: impl BufRead,
+        first_line: u64,
+        whole: bool,
         offset: u64,
         limit: u64,
-        size: u64,
         limits: &crate::fs::Limits,
-    ) -> std::io::Result<Page> {
-        let full_scan = size <= FULL_SCAN_BYTES;
+    ) -> std::io::Result<(Page, Option<Facts>)> {
         let mut hasher = Sha256::new();
+        let mut at = 0u64;
+        let mut marks = vec![0];
         let mut page = Page {
             shown: String::new(),
             first: offset,
@@ -203,15 +248,19 @@ impl Page {
             invalid_utf8: false,
         };
         let mut line = Vec::new();
-        let mut number = 0u64;
+        let mut number = first_line.saturating_sub(1);
         loop {
             line.clear();
             if reader.read_until(b'\n', &mut line)? == 0 {
                 break;
             }
             number += 1;
-            if full_scan {
+            if whole {
                 hasher.update(&line);
+                at += line.len() as u64;
+                if number.is_multiple_of(MARK_EVERY) {
+                    marks.push(at);
+                }
             }
             let mut body: &[u8] = &line;
             if let Some(rest) = body.strip_suffix(b"\n") {
@@ -231,7 +280,7 @@ impl Page {
                 body = rest;
             }
             if number < offset || page.next.is_some() {
-                if !full_scan && page.next.is_some() {
+                if !whole && page.next.is_some() {
                     break;
                 }
                 continue;
@@ -246,7 +295,7 @@ impl Page {
                 page.last >= offset && page.shown.len() + row.len() > limits.read_bytes;
             if over_lines || over_bytes {
                 page.next = Some(number);
-                if !full_scan {
+                if !whole {
                     break;
                 }
                 continue;
@@ -256,11 +305,28 @@ impl Page {
             page.shown.push_str(&row);
             page.last = number;
         }
-        if full_scan {
-            page.total = Some(number);
-            page.sha256 = Some(text::hex(&hasher.finalize()));
+        if !whole {
+            return Ok((page, None));
         }
-        Ok(page)
+        let facts = Facts {
+            total: number,
+            sha256: text::hex(&hasher.finalize()),
+            bom: page.bom,
+            crlf: page.crlf,
+            lf: page.lf,
+            marks,
+        };
+        page.take(&facts);
+        Ok((page, Some(facts)))
+    }
+
+    /// The whole file's facts, learned now or by an earlier scan.
+    fn take(&mut self, facts: &Facts) {
+        self.total = Some(facts.total);
+        self.sha256 = Some(facts.sha256.clone());
+        self.bom = facts.bom;
+        self.crlf = facts.crlf;
+        self.lf = facts.lf;
     }
 
     fn render(self, place: &Located, offset: u64, size: u64) -> Result<ToolOutput, ToolError> {
@@ -340,3 +406,6 @@ impl Page {
 fn io_error(shown: &str, e: &std::io::Error) -> ToolError {
     ToolError::Failed(format!("could not read `{shown}`: {e}"))
 }
+
+#[cfg(test)]
+mod tests;
