@@ -180,6 +180,22 @@ impl LocalWorkspace {
         self
     }
 
+    /// The sandbox its commands run in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// How a command of this workspace runs in `dir`: every root writable,
+    /// the workspace's network mode and filesystem rules.
+    pub fn spec_in(&self, dir: PathBuf) -> SandboxSpec {
+        let mut spec = SandboxSpec::for_root(self.roots[0].clone())
+            .network(self.network)
+            .cwd(dir);
+        spec.writable_roots = self.roots.clone();
+        self.filesystem.apply_to(&mut spec);
+        spec
+    }
+
     fn locate(&self, path: &Path) -> Result<(Arc<Jail>, PathBuf), WorkspaceError> {
         let absolute = if path.is_absolute() {
             path.to_owned()
@@ -263,14 +279,9 @@ impl Workspace for LocalWorkspace {
             }
             None => self.cwd.clone(),
         };
-        let mut spec = SandboxSpec::for_root(self.roots[0].clone())
-            .network(self.network)
-            .cwd(dir);
-        spec.writable_roots = self.roots.clone();
-        self.filesystem.apply_to(&mut spec);
         Ok(self
             .sandbox
-            .run_attached(&spec, command, attach, on_line)
+            .run_attached(&self.spec_in(dir), command, attach, on_line)
             .await?)
     }
 

@@ -64,30 +64,33 @@ pub fn network_mode(settings: &Settings) -> NetworkMode {
 /// The workspace of this invocation: the configured roots, working in the
 /// current directory when it lies in one of them, else in the first root.
 pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Workspace>> {
+    Ok(Arc::new(local_workspace(settings, env)?))
+}
+
+fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorkspace> {
     let cwd = std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone());
     let cwd = if settings.roots.iter().any(|r| cwd.starts_with(r)) {
         cwd
     } else {
         settings.roots[0].clone()
     };
-    let workspace =
+    Ok(
         LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
             .context("cannot open the workspace roots")?
             .network(network_mode(settings))
-            .filesystem(settings.filesystem.clone());
-    Ok(Arc::new(workspace))
+            .filesystem(settings.filesystem.clone()),
+    )
 }
 
 /// Runs the command with the roots writable and the working directory as
 /// cwd; its output goes to ours and its exit code becomes ours.
 pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<ExitCode> {
-    let sandbox = sandbox(settings, env)?;
-    let mut spec = SandboxSpec::for_root(settings.roots[0].clone())
+    let workspace = local_workspace(settings, env)?;
+    let sandbox = workspace.sandbox();
+    let spec = workspace
+        .spec_in(env.cwd.clone())
         .network(run.network)
-        .allow_unix_sockets(run.allow_unix_sockets)
-        .cwd(env.cwd.clone());
-    spec.writable_roots = settings.roots.clone();
-    settings.filesystem.apply_to(&mut spec);
+        .allow_unix_sockets(run.allow_unix_sockets);
     if run.plan_only {
         let plan = sandbox.plan(&spec, &run.argv)?;
         let mut out = std::io::stdout().lock();
