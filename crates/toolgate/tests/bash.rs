@@ -3,12 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+use common::toolgate;
 
 struct Project {
     dir: tempfile::TempDir,
@@ -30,12 +33,8 @@ impl Project {
     /// `toolgate call bash ARGS --json` with `extra` host variables; the
     /// exit code and the parsed result (or the error text).
     fn bash(&self, args: Value, extra: &[(&str, &str)]) -> (i32, Value, String) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-        cmd.args(["call", "bash", &args.to_string(), "--json"])
-            .current_dir(self.root())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path().join("home"));
+        let mut cmd = toolgate(self.dir.path(), &self.root());
+        cmd.args(["call", "bash", &args.to_string(), "--json"]);
         for (k, v) in extra {
             cmd.env(k, v);
         }
@@ -312,12 +311,8 @@ fn a_sandbox_runtime_settings_file_is_applied_as_it_is() {
         "guide\n"
     );
     // The in-process tools obey denyRead too, and what is not applied is said.
-    let o = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+    let o = toolgate(p.dir.path(), &root)
         .args(["call", "read", r#"{"path": "private/secret.txt"}"#])
-        .current_dir(&root)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", p.dir.path().join("home"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);

@@ -4,11 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+use common::toolgate;
 
 struct Project {
     dir: tempfile::TempDir,
@@ -32,13 +36,8 @@ impl Project {
     }
 
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-        cmd.args(args)
-            .current_dir(self.dir.path().join("project"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path().join("home"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("home/.config"));
+        let mut cmd = toolgate(self.dir.path(), &self.dir.path().join("project"));
+        cmd.args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -2,11 +2,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+use common::toolgate;
 
 mod config;
 mod files;
@@ -36,13 +41,8 @@ impl Sandbox {
     }
 
     fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-        cmd.args(args)
-            .current_dir(cwd)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path().join("home"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("home/.config"));
+        let mut cmd = toolgate(self.dir.path(), cwd);
+        cmd.args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
