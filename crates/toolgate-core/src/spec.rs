@@ -44,6 +44,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
+    /// JSON Schema of [`crate::ToolOutput::structured`] when the tool returns
+    /// facts (MCP's `outputSchema`); every non-error result conforms to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     /// Whether the arguments are validated against `input_schema`.
     pub schema_mode: SchemaMode,
     /// What the tool can change.
@@ -75,6 +79,7 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             input_schema: serde_json::json!({"type": "object", "properties": {}}),
+            output_schema: None,
             schema_mode: SchemaMode::Validated,
             effect_class,
             idempotency: None,
@@ -115,6 +120,12 @@ impl ToolSpec {
     pub fn input_schema(mut self, schema: Value) -> Self {
         self.input_schema = schema;
         self.schema_mode = SchemaMode::Validated;
+        self
+    }
+
+    /// Declares the JSON Schema of the structured facts the tool returns.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
         self
     }
 
