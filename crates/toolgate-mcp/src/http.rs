@@ -1,0 +1,263 @@
+//! Streamable HTTP: `/mcp` on a loopback address, behind a bearer token and
+//! Host/Origin checks.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::McpServer;
+
+/// How `serve_http` listens and whom it lets in.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Address to bind.
+    pub addr: SocketAddr,
+    /// The bearer token every request must carry; `None` turns the check off
+    /// (loopback test setups only).
+    pub token: Option<String>,
+    /// Host names accepted in the `Host` header besides the loopback names.
+    pub extra_hosts: Vec<String>,
+}
+
+impl HttpOptions {
+    /// Listen on `addr`, requiring `token`.
+    pub fn new(addr: SocketAddr, token: Option<String>) -> Self {
+        HttpOptions {
+            addr,
+            token,
+            extra_hosts: Vec::new(),
+        }
+    }
+}
+
+/// The errors of the HTTP server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}; pick another port with --port")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server stopped with an error.
+    #[error("the HTTP server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+#[derive(Clone)]
+struct Gate {
+    token: Option<Arc<str>>,
+    hosts: Arc<Vec<String>>,
+}
+
+/// Serves MCP over Streamable HTTP at `/mcp` until SIGINT/SIGTERM, then
+/// closes every session (ending their calls, which kills their processes).
+/// `ready` gets the bound address once the socket listens.
+pub async fn serve_http(
+    server: McpServer,
+    options: HttpOptions,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), HttpError> {
+    let stop = CancellationToken::new();
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+        .map(str::to_owned)
+        .to_vec();
+    hosts.extend(options.extra_hosts.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_allowed_hosts(hosts.clone())
+        .with_cancellation_token(stop.child_token());
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service =
+        StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
+    let gate = Gate {
+        token: options.token.map(Arc::from),
+        hosts: Arc::new(hosts),
+    };
+    // The last layer runs first: Host/Origin, then the token.
+    let app = Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(gate.clone(), require_token))
+        .layer(middleware::from_fn_with_state(gate, check_host_and_origin));
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: options.addr,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(HttpError::Serve)?;
+    ready(bound);
+    let signal_stop = stop.clone();
+    let signals = tokio::spawn(async move {
+        shutdown_signal().await;
+        signal_stop.cancel();
+    });
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await;
+    signals.abort();
+    served.map_err(HttpError::Serve)
+}
+
+/// SIGINT or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handlers the default action (exit) still applies.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+async fn require_token(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    if let Some(expected) = &gate.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|given| same_secret(given.as_bytes(), expected.as_bytes())) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a bearer token is required: send `Authorization: Bearer <token>` \
+                 (the token is in the file `toolgate serve` printed at start)\n",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without an early exit, so the response time does not reveal how
+/// much of a guessed token was right.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    let mut diff = given.len() ^ expected.len();
+    for (i, e) in expected.iter().enumerate() {
+        diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ e);
+    }
+    diff == 0
+}
+
+/// DNS rebinding: a web page on evil.example whose name is re-pointed at
+/// 127.0.0.1 reaches this server from the user's browser with
+/// `Host: evil.example` and `Origin: http://evil.example`. Only loopback
+/// names (and hosts the operator added) pass; a browser Origin must be a
+/// loopback origin too. Requests without Origin are not from a browser page.
+async fn check_host_and_origin(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if !host_allowed(headers, &gate.hosts) || !origin_allowed(headers, &gate.hosts) {
+        return (
+            StatusCode::FORBIDDEN,
+            "forbidden: the Host or Origin header names a host this server does not serve\n",
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+fn strip_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
+            if name.starts_with('[') || !name.contains(':') {
+                name
+            } else {
+                host
+            }
+        }
+        _ => host,
+    }
+}
+
+fn host_allowed(headers: &HeaderMap, hosts: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = strip_port(host);
+    hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+fn origin_allowed(headers: &HeaderMap, hosts: &[String]) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let Some(rest) = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")))
+    else {
+        return false;
+    };
+    let name = strip_port(rest);
+    hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(host: Option<&str>, origin: Option<&str>) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in [(header::HOST, host), (header::ORIGIN, origin)] {
+            if let Some(value) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+                map.insert(name, value);
+            }
+        }
+        map
+    }
+
+    #[test]
+    fn only_loopback_hosts_and_origins_pass() {
+        let hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+            .map(str::to_owned)
+            .to_vec();
+        let cases = [
+            (Some("127.0.0.1:8765"), None, true),
+            (Some("localhost"), Some("http://localhost:3000"), true),
+            (Some("[::1]:8765"), Some("http://[::1]:8765"), true),
+            (Some("LOCALHOST:1"), None, true),
+            (Some("evil.example.com"), None, false),
+            (Some("127.0.0.1.evil.example.com"), None, false),
+            (Some("127.0.0.1:8765"), Some("http://evil.example.com"), false),
+            (Some("127.0.0.1:8765"), Some("http://localhost.evil.example.com"), false),
+            (Some("127.0.0.1:8765"), Some("null"), false),
+            (None, None, false),
+        ];
+        for (host, origin, allowed) in cases {
+            let h = headers(host, origin);
+            assert_eq!(
+                host_allowed(&h, &hosts) && origin_allowed(&h, &hosts),
+                allowed,
+                "{host:?} {origin:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        for given in [&b"abd"[..], b"ab", b"abcd", b""] {
+            assert!(!same_secret(given, b"abc"), "{given:?}");
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! toolgate as an MCP server.
+//!
+//! [`McpServer`] exposes the active tools of an [`Executor`](toolgate_policy::Executor)
+//! to any MCP client, over stdio ([`serve_stdio`]) or Streamable HTTP
+//! ([`serve_http`]). Every `tools/call` runs through the Executor's whole
+//! pipeline (validation, policy, sandbox, output bounds); this crate only
+//! translates: specs to MCP tools with annotations and schemas, results to
+//! content plus `structuredContent`, pipeline refusals to tool errors that
+//! tell the model what to do next, output lines to progress notifications,
+//! and a client's cancellation to dropping the call (which kills its
+//! process group).
+//!
+//! It is not an MCP client: tools of external servers are another crate's job.
+//!
+//! Client roots narrow the operator's roots and never widen them: see
+//! [`narrow_roots`].
+
+mod convert;
+mod http;
+mod roots;
+mod server;
+
+pub use convert::{annotations, to_mcp_tool};
+pub use http::{HttpError, HttpOptions, serve_http};
+pub use roots::{Narrowed, RefusedRoot, narrow_roots};
+pub use server::{McpServer, Scope, ScopeSource, serve_stdio};
+
+/// The MCP protocol library this crate is built on, for callers that need
+/// its types.
+pub use rmcp;

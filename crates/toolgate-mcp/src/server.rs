@@ -1,0 +1,433 @@
+//! The MCP server: one [`Connection`] per client connection (stdio) or
+//! session (HTTP), all sharing one [`McpServer`].
+
+#![allow(deprecated)] // Roots and logging are deprecated in MCP 2026-07-28 but
+// are how every client of 2025-11-25 and earlier offers roots and log levels.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InputRequest, InputRequests, InputRequiredResult, ListRootsRequest, ListRootsResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolgate_core::{CallContext, Progress};
+use toolgate_policy::{Access, CallError, Executor};
+
+use crate::convert::{call_result, refusal, to_mcp_tool};
+use crate::roots::{narrow_roots, shown};
+
+/// An executor and the place its calls run: the working directory and the
+/// roots the path layer and the sandbox are confined to.
+pub struct Scope {
+    /// The call pipeline over the tools of these roots.
+    pub executor: Executor,
+    /// Where relative paths resolve.
+    pub cwd: PathBuf,
+    /// The roots, absolute and canonical.
+    pub roots: Vec<PathBuf>,
+}
+
+/// Builds the scopes sessions run in.
+pub trait ScopeSource: Send + Sync + 'static {
+    /// The scope over the operator's roots (used when the client offers none).
+    fn operator(&self) -> Arc<Scope>;
+    /// A scope over `roots`, each inside an operator root (a client's roots
+    /// after [`crate::narrow_roots`]).
+    fn narrowed(&self, roots: &[PathBuf]) -> Result<Arc<Scope>, String>;
+}
+
+/// What all connections share.
+struct Shared {
+    source: Arc<dyn ScopeSource>,
+    operator: Arc<Scope>,
+    tools: Vec<Tool>,
+    calls: AtomicU64,
+}
+
+/// toolgate's tools as an MCP server.
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl McpServer {
+    /// A server over the scopes of `source`; the tool list is the operator
+    /// scope's active tools.
+    pub fn new(source: Arc<dyn ScopeSource>) -> Self {
+        let operator = source.operator();
+        let tools = operator
+            .executor
+            .tools()
+            .into_iter()
+            .filter(|t| !t.deferred && t.access == Access::Active)
+            .map(|t| to_mcp_tool(&t.spec))
+            .collect();
+        McpServer {
+            shared: Arc::new(Shared {
+                source,
+                operator,
+                tools,
+                calls: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The tools a client sees.
+    pub fn tools(&self) -> &[Tool] {
+        &self.shared.tools
+    }
+
+    /// The handler of one new connection or session.
+    pub(crate) fn connection(&self) -> Connection {
+        Connection {
+            shared: self.shared.clone(),
+            state: Arc::new(Mutex::new(ConnectionState {
+                level: LoggingLevel::Info,
+                scope: None,
+            })),
+        }
+    }
+}
+
+/// The errors of serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The client's initialization failed.
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+    /// The connection ended with an error.
+    #[error("the MCP connection failed: {0}")]
+    Connection(String),
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or the process
+/// gets SIGINT/SIGTERM. Nothing but protocol goes to stdout.
+pub async fn serve_stdio(server: McpServer) -> Result<(), ServeError> {
+    let running = server
+        .connection()
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Handshake(e.to_string()))?;
+    let stop = running.cancellation_token();
+    let signals = tokio::spawn(async move {
+        crate::http::shutdown_signal().await;
+        stop.cancel();
+    });
+    let outcome = running.waiting().await;
+    signals.abort();
+    outcome
+        .map(|_| ())
+        .map_err(|e| ServeError::Connection(e.to_string()))
+}
+
+struct ConnectionState {
+    /// `logging/setLevel` of clients before 2026-07-28.
+    level: LoggingLevel,
+    /// The scope once the client's roots are known.
+    scope: Option<Resolved>,
+}
+
+#[derive(Clone)]
+enum Resolved {
+    Ready(Arc<Scope>),
+    /// The client offered roots and none of them lies in the operator's.
+    Unusable(String),
+}
+
+/// One client connection (stdio) or HTTP session.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    shared: Arc<Shared>,
+    state: Arc<Mutex<ConnectionState>>,
+}
+
+/// A client that never answers `roots/list` must not hang every call.
+const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Connection {
+    fn state(&self) -> std::sync::MutexGuard<'_, ConnectionState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends a log message if the client asked for this level.
+    async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
+        let threshold = if is_modern(context) {
+            // 2026-07-28: opt-in per request; rmcp does not filter.
+            context.meta.log_level()
+        } else {
+            Some(self.state().level)
+        };
+        if threshold.is_some_and(|t| rank(level) >= rank(t)) {
+            let message = LoggingMessageNotificationParam::new(level, data).with_logger("toolgate");
+            let _ = context.peer.notify_logging_message(message).await;
+        }
+    }
+
+    /// The scope of this call: the operator's, or the one the client's roots
+    /// narrow it to. On 2026-07-28 the roots arrive as an input response, so
+    /// the first call may answer "input required".
+    async fn scope(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Result<Resolved, CallToolResponse>, ErrorData> {
+        if let Some(resolved) = self.state().scope.clone() {
+            return Ok(Ok(resolved));
+        }
+        let offers_roots = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.roots.is_some());
+        if !offers_roots {
+            let resolved = Resolved::Ready(self.shared.operator.clone());
+            self.state().scope = Some(resolved.clone());
+            return Ok(Ok(resolved));
+        }
+        let listed = if is_modern(context) {
+            match request.input_responses.as_ref().and_then(|r| r.get("roots")) {
+                Some(answer) => serde_json::from_value::<ListRootsResult>(answer.clone())
+                    .map_err(|e| format!("the client's roots answer does not parse: {e}")),
+                None => {
+                    let mut ask = InputRequests::new();
+                    ask.insert(
+                        "roots".into(),
+                        InputRequest::ListRoots(ListRootsRequest::default()),
+                    );
+                    return Ok(Err(InputRequiredResult::from_input_requests(ask).into()));
+                }
+            }
+        } else {
+            match tokio::time::timeout(ROOTS_TIMEOUT, context.peer.list_roots()).await {
+                Ok(Ok(listed)) => Ok(listed),
+                Ok(Err(e)) => Err(format!("the client did not list its roots: {e}")),
+                Err(_) => Err(format!(
+                    "the client did not answer roots/list within {} s",
+                    ROOTS_TIMEOUT.as_secs()
+                )),
+            }
+        };
+        let resolved = match listed {
+            Ok(listed) => {
+                let uris: Vec<String> = listed.roots.into_iter().map(|r| r.uri).collect();
+                self.narrow(&uris, context).await
+            }
+            Err(message) => {
+                eprintln!("toolgate: {message}; calls are refused until it does");
+                // Not cached: the next call asks again.
+                return Ok(Ok(Resolved::Unusable(message)));
+            }
+        };
+        self.state().scope = Some(resolved.clone());
+        Ok(Ok(resolved))
+    }
+
+    async fn narrow(&self, uris: &[String], context: &RequestContext<RoleServer>) -> Resolved {
+        let operator = &self.shared.operator;
+        if uris.is_empty() {
+            return Resolved::Ready(operator.clone());
+        }
+        let narrowed = narrow_roots(&operator.roots, uris);
+        for refused in &narrowed.refused {
+            let message = format!("client root {} refused: {}", refused.uri, refused.reason);
+            eprintln!("toolgate: {message}");
+            self.log(context, LoggingLevel::Warning, json!(message))
+                .await;
+        }
+        if narrowed.roots.is_empty() {
+            return Resolved::Unusable(format!(
+                "none of the client's roots lies inside toolgate's roots ({}); \
+                 offer a root inside them, or restart toolgate with the right --root",
+                shown(&operator.roots)
+            ));
+        }
+        if narrowed.roots == operator.roots {
+            return Resolved::Ready(operator.clone());
+        }
+        match self.shared.source.narrowed(&narrowed.roots) {
+            Ok(scope) => {
+                let message = format!("working in the client's roots: {}", shown(&scope.roots));
+                eprintln!("toolgate: {message}");
+                self.log(context, LoggingLevel::Info, json!(message)).await;
+                Resolved::Ready(scope)
+            }
+            Err(message) => Resolved::Unusable(message),
+        }
+    }
+
+    /// Runs the call in `scope`, forwarding output lines as progress when the
+    /// client asked for it, and dropping the call (which kills its process
+    /// group) when the client cancels.
+    async fn run(
+        &self,
+        scope: &Scope,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let n = self.shared.calls.fetch_add(1, Ordering::Relaxed);
+        let call_id = format!("mcp-{}-{n}", std::process::id());
+        let mut ctx = CallContext::new(call_id, "mcp", scope.cwd.clone())
+            .with_roots(scope.roots.clone());
+        let lines = context.meta.get_progress_token().map(|token| {
+            let (sender, receiver) = mpsc::unbounded_channel::<String>();
+            ctx = ctx.clone().with_progress(Progress::new(move |line: &str| {
+                let _ = sender.send(line.to_owned());
+            }));
+            (token, receiver)
+        });
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let finished = CancellationToken::new();
+        let call = async {
+            let outcome = tokio::select! {
+                outcome = scope.executor.call(&request.name, args, &ctx) => Some(outcome),
+                () = context.ct.cancelled() => None,
+            };
+            finished.cancel();
+            outcome
+        };
+        let forward = async {
+            if let Some((token, receiver)) = lines {
+                forward_progress(&context.peer, token, receiver, &finished).await;
+            }
+        };
+        let (outcome, ()) = tokio::join!(call, forward);
+        match outcome {
+            None => Err(ErrorData::internal_error("the call was cancelled", None)),
+            Some(Ok(result)) => Ok(call_result(result)),
+            Some(Err(error @ CallError::UnknownTool { .. })) => {
+                Err(ErrorData::invalid_params(error.to_string(), None))
+            }
+            Some(Err(error)) => {
+                if matches!(error, CallError::Denied { .. }) {
+                    eprintln!("toolgate: {}: {error}", request.name);
+                    self.log(
+                        context,
+                        LoggingLevel::Notice,
+                        json!({"tool": request.name, "refused": error.to_string()}),
+                    )
+                    .await;
+                }
+                Ok(refusal(&error))
+            }
+        }
+    }
+}
+
+/// Sends output lines as progress notifications: one per batch of lines that
+/// arrived together (a command printing 100k lines must not flood the
+/// client), the count of lines so far as the progress, and the last line as
+/// the message. Stops with the call, so nothing follows the result.
+async fn forward_progress(
+    peer: &Peer<RoleServer>,
+    token: ProgressToken,
+    mut lines: mpsc::UnboundedReceiver<String>,
+    finished: &CancellationToken,
+) {
+    let mut count: u64 = 0;
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = finished.cancelled() => None,
+        };
+        let Some(mut last) = line else { break };
+        count += 1;
+        while let Ok(more) = lines.try_recv() {
+            count += 1;
+            last = more;
+        }
+        let note = ProgressNotificationParam::new(token.clone(), count as f64).with_message(last);
+        let _ = peer.notify_progress(note).await;
+    }
+}
+
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+impl ServerHandler for Connection {
+    fn get_info(&self) -> ServerConfig {
+        let roots = shown(&self.shared.operator.roots);
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "toolgate runs these tools in a sandbox under a policy. Files: inside {roots}. \
+             A refused call names the policy layer and why; change the call rather than retrying it."
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let scope = match self.scope(&request, &context).await? {
+            Ok(Resolved::Ready(scope)) => scope,
+            Ok(Resolved::Unusable(message)) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+            }
+            Err(input_required) => return Ok(input_required),
+        };
+        Ok(self.run(&scope, request, &context).await?.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.state().level = request.level;
+        Ok(())
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        // The next call asks again; a narrowed scope of the old roots goes
+        // away with its background processes.
+        self.state().scope = None;
+    }
+}
