@@ -57,7 +57,11 @@ pub(crate) fn call_result(result: CallResult) -> CallToolResult {
 }
 
 fn output_result(output: ToolOutput) -> CallToolResult {
-    let content = output.content.into_iter().filter_map(content_block).collect();
+    let content = output
+        .content
+        .into_iter()
+        .filter_map(content_block)
+        .collect();
     let mut result = if output.is_error {
         CallToolResult::error(content)
     } else {

@@ -81,8 +81,7 @@ pub async fn serve_http(
         .with_allowed_hosts(hosts.clone())
         .with_cancellation_token(stop.child_token());
     let sessions = Arc::new(LocalSessionManager::default());
-    let service =
-        StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
+    let service = StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
     let gate = Gate {
         token: options.token.map(Arc::from),
         hosts: Arc::new(hosts),
@@ -200,11 +199,10 @@ fn origin_allowed(headers: &HeaderMap, hosts: &[String]) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };
-    let Some(rest) = origin
-        .to_str()
-        .ok()
-        .and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")))
-    else {
+    let Some(rest) = origin.to_str().ok().and_then(|o| {
+        o.strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"))
+    }) else {
         return false;
     };
     let name = strip_port(rest);
@@ -238,8 +236,16 @@ mod tests {
             (Some("LOCALHOST:1"), None, true),
             (Some("evil.example.com"), None, false),
             (Some("127.0.0.1.evil.example.com"), None, false),
-            (Some("127.0.0.1:8765"), Some("http://evil.example.com"), false),
-            (Some("127.0.0.1:8765"), Some("http://localhost.evil.example.com"), false),
+            (
+                Some("127.0.0.1:8765"),
+                Some("http://evil.example.com"),
+                false,
+            ),
+            (
+                Some("127.0.0.1:8765"),
+                Some("http://localhost.evil.example.com"),
+                false,
+            ),
             (Some("127.0.0.1:8765"), Some("null"), false),
             (None, None, false),
         ];

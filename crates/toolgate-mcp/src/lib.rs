@@ -23,7 +23,7 @@ mod server;
 pub use convert::{annotations, to_mcp_tool};
 pub use http::{HttpError, HttpOptions, serve_http};
 pub use roots::{Narrowed, RefusedRoot, narrow_roots};
-pub use server::{McpServer, Scope, ScopeSource, serve_stdio};
+pub use server::{McpServer, Scope, ScopeSource, ServeError, serve_stdio};
 
 /// The MCP protocol library this crate is built on, for callers that need
 /// its types.

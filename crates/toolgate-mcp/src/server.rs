@@ -195,7 +195,11 @@ impl Connection {
             return Ok(Ok(resolved));
         }
         let listed = if is_modern(context) {
-            match request.input_responses.as_ref().and_then(|r| r.get("roots")) {
+            match request
+                .input_responses
+                .as_ref()
+                .and_then(|r| r.get("roots"))
+            {
                 Some(answer) => serde_json::from_value::<ListRootsResult>(answer.clone())
                     .map_err(|e| format!("the client's roots answer does not parse: {e}")),
                 None => {
@@ -276,8 +280,8 @@ impl Connection {
     ) -> Result<CallToolResult, ErrorData> {
         let n = self.shared.calls.fetch_add(1, Ordering::Relaxed);
         let call_id = format!("mcp-{}-{n}", std::process::id());
-        let mut ctx = CallContext::new(call_id, "mcp", scope.cwd.clone())
-            .with_roots(scope.roots.clone());
+        let mut ctx =
+            CallContext::new(call_id, "mcp", scope.cwd.clone()).with_roots(scope.roots.clone());
         let lines = context.meta.get_progress_token().map(|token| {
             let (sender, receiver) = mpsc::unbounded_channel::<String>();
             ctx = ctx.clone().with_progress(Progress::new(move |line: &str| {
@@ -394,11 +398,7 @@ impl ServerHandler for Connection {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.shared
-            .tools
-            .iter()
-            .find(|t| t.name == name)
-            .cloned()
+        self.shared.tools.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(

@@ -57,6 +57,22 @@ pub struct ConfigFile {
     pub tools: Option<ToolsSection>,
     /// Network of sandboxed commands: none, proxy (an allowlist) or host.
     pub network: Option<NetworkPolicy>,
+    /// `toolgate serve`.
+    pub serve: Option<ServeSection>,
+}
+
+/// `[serve]`: MCP over Streamable HTTP.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSection {
+    /// Port on the loopback address (default 8765).
+    pub port: Option<u16>,
+    /// The bearer token; `TOOLGATE_TOKEN` wins over it. Without either, a
+    /// token is generated on first start and kept in the data directory.
+    pub token: Option<String>,
+    /// More names accepted in the `Host` header (a reverse proxy's name).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[tools]`.
@@ -170,6 +186,8 @@ pub struct Settings {
     pub network: EgressMode,
     /// Extra filesystem rules for commands (a sandbox-runtime settings file).
     pub filesystem: FilesystemRules,
+    /// `[serve]`.
+    pub serve: ServeSection,
     /// What of the configuration is not applied, one line each.
     pub notes: Vec<String>,
 }
@@ -207,7 +225,8 @@ impl Environment {
         })
     }
 
-    fn var(&self, name: &str) -> Option<&str> {
+    /// A variable, unless unset or empty.
+    pub fn var(&self, name: &str) -> Option<&str> {
         self.vars
             .get(name)
             .map(String::as_str)
@@ -224,6 +243,15 @@ impl Environment {
             None => self.home()?.join(".config"),
         };
         Some(base.join("toolgate").join("config.toml"))
+    }
+
+    /// Where toolgate keeps data that outlives a run (the serve token).
+    pub fn data_dir(&self) -> PathBuf {
+        match (self.var("XDG_DATA_HOME"), self.home()) {
+            (Some(dir), _) => PathBuf::from(dir).join("toolgate"),
+            (None, Some(home)) => home.join(".local/share/toolgate"),
+            (None, None) => self.state_dir(),
+        }
     }
 
     /// Where toolgate keeps its own state (sandbox mask files, private temp dirs).
@@ -375,6 +403,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         sandbox: file.sandbox.or(low.sandbox),
                         tools: file.tools.or(low.tools),
                         network: file.network.or(low.network),
+                        serve: file.serve.or(low.serve),
                     },
                     base_dir,
                     origin: path,
@@ -508,6 +537,7 @@ fn resolve(
         tools: file.tools.clone().unwrap_or_default(),
         network,
         filesystem,
+        serve: file.serve.clone().unwrap_or_default(),
         notes,
     })
 }
@@ -572,9 +602,23 @@ fn resolve_roots(
                 message: e.to_string(),
             })?;
     }
-    if !overrides.roots.is_empty() {
+    // `--root name=/abs/path` defines the alias and selects it.
+    let mut hints = Vec::with_capacity(overrides.roots.len());
+    for hint in &overrides.roots {
+        match hint.split_once('=') {
+            Some((name, _)) => {
+                map.insert_definition(hint).map_err(|e| ConfigError::Flag {
+                    flag: "--root",
+                    message: e.to_string(),
+                })?;
+                hints.push(name.to_owned());
+            }
+            None => hints.push(hint.clone()),
+        }
+    }
+    if !hints.is_empty() {
         return map
-            .resolve_all(&overrides.roots, &env.cwd)
+            .resolve_all(&hints, &env.cwd)
             .map_err(|e| ConfigError::Flag {
                 flag: "--root",
                 message: e.to_string(),

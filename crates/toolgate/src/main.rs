@@ -2,6 +2,7 @@
 
 mod config;
 mod demo;
+mod mcp;
 mod render;
 mod sandbox;
 
@@ -32,8 +33,9 @@ struct Cli {
     /// Policy preset: permissive, standard, strict or readonly.
     #[arg(long, global = true, value_name = "POLICY")]
     policy: Option<PolicyPreset>,
-    /// Workspace root (repeatable): an alias, or a path relative to the
-    /// working directory that stays inside it; default: the working directory.
+    /// Workspace root (repeatable): an alias, `name=/absolute/path` (defines
+    /// the alias and uses it), or a path relative to the working directory
+    /// that stays inside it; default: the working directory.
     #[arg(long = "root", global = true, value_name = "HINT")]
     roots: Vec<String>,
     /// Define a root alias (repeatable): name=/absolute/path.
@@ -48,6 +50,22 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the active tools over MCP on stdin/stdout (for any MCP client).
+    Mcp,
+    /// Serve the active tools over MCP (Streamable HTTP) at
+    /// http://127.0.0.1:PORT/mcp, behind a bearer token.
+    Serve {
+        /// Port (default: [serve] port, else 8765; 0 picks a free one).
+        #[arg(long)]
+        port: Option<u16>,
+        /// Address to listen on (default 127.0.0.1).
+        #[arg(long, value_name = "IP")]
+        host: Option<std::net::IpAddr>,
+        /// Serve without a bearer token (loopback only; for local test
+        /// clients that cannot send headers).
+        #[arg(long)]
+        no_token: bool,
+    },
     /// List every tool with its effect class, idempotency, group and status.
     Tools {
         /// Print JSON instead of a table.
@@ -155,10 +173,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
     for note in &settings.notes {
         eprintln!("toolgate: note: {note}");
     }
+    let command = match cli.command {
+        Command::Mcp => return mcp::stdio(settings, env, cli.demo),
+        Command::Serve {
+            port,
+            host,
+            no_token,
+        } => {
+            let flags = mcp::Serve {
+                port,
+                host,
+                no_token,
+            };
+            return mcp::http(settings, env, cli.demo, flags);
+        }
+        other => other,
+    };
     let executor = executor(&settings, &env, cli.demo)?;
     let ctx =
         CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
-    match cli.command {
+    match command {
+        Command::Mcp | Command::Serve { .. } => unreachable!("served above"),
         Command::Doctor { json } => {
             let smoke = runtime()?.block_on(sandbox::smoke_test(&settings, &env));
             render::doctor(&settings, &env.state_dir(), smoke, json)

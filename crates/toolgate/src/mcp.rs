@@ -1,0 +1,198 @@
+//! `toolgate mcp` (stdio) and `toolgate serve` (Streamable HTTP): the tools
+//! of this configuration as an MCP server.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use toolgate_mcp::{HttpOptions, McpServer, Scope, ScopeSource};
+
+use crate::config::{Environment, Settings};
+
+/// Builds executors over the configured roots, or over the narrower roots a
+/// client offers.
+struct ConfiguredScopes {
+    settings: Settings,
+    env: Environment,
+    demo: bool,
+    operator: Arc<Scope>,
+}
+
+impl ConfiguredScopes {
+    fn new(settings: Settings, env: Environment, demo: bool) -> Result<Self> {
+        let operator = Arc::new(scope(&settings, &env, demo)?);
+        Ok(ConfiguredScopes {
+            settings,
+            env,
+            demo,
+            operator,
+        })
+    }
+}
+
+fn scope(settings: &Settings, env: &Environment, demo: bool) -> Result<Scope> {
+    Ok(Scope {
+        executor: crate::executor(settings, env, demo)?,
+        cwd: env.cwd.clone(),
+        roots: settings.roots.clone(),
+    })
+}
+
+impl ScopeSource for ConfiguredScopes {
+    fn operator(&self) -> Arc<Scope> {
+        self.operator.clone()
+    }
+
+    fn narrowed(&self, roots: &[PathBuf]) -> Result<Arc<Scope>, String> {
+        let mut settings = self.settings.clone();
+        settings.roots = roots.to_vec();
+        let mut env = self.env.clone();
+        // Relative paths keep resolving against the working directory while
+        // it lies in a root; otherwise against the first root.
+        if !roots.iter().any(|r| env.cwd.starts_with(r)) {
+            env.cwd.clone_from(&roots[0]);
+        }
+        scope(&settings, &env, self.demo)
+            .map(Arc::new)
+            .map_err(|e| format!("cannot work in the client's roots: {e:#}"))
+    }
+}
+
+fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
+    let scopes = ConfiguredScopes::new(settings, env, demo)?;
+    Ok(McpServer::new(Arc::new(scopes)))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// `toolgate mcp`.
+pub fn stdio(settings: Settings, env: Environment, demo: bool) -> Result<ExitCode> {
+    let runtime = runtime()?;
+    let server = runtime.block_on(async { server(settings, env, demo) })?;
+    runtime.block_on(toolgate_mcp::serve_stdio(server))?;
+    // Dropping the runtime drops every call still running, which kills its
+    // process group, and the process tables, which kill background processes.
+    drop(runtime);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate serve` flags.
+pub struct Serve {
+    pub port: Option<u16>,
+    pub host: Option<IpAddr>,
+    pub no_token: bool,
+}
+
+/// `toolgate serve`.
+pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> Result<ExitCode> {
+    let host = flags.host.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let port = flags.port.or(settings.serve.port).unwrap_or(8765);
+    let (token, told) = if flags.no_token {
+        if !host.is_loopback() {
+            bail!(
+                "--no-token is refused on {host}: only a loopback address may serve without a token"
+            );
+        }
+        eprintln!(
+            "toolgate: WARNING: serving without a bearer token: any local process or user \
+             can call these tools (--no-token)"
+        );
+        (None, "no token".to_owned())
+    } else {
+        let (token, source) = token(&settings, &env)?;
+        (Some(token), source)
+    };
+    let mut options = HttpOptions::new(SocketAddr::new(host, port), token);
+    options
+        .extra_hosts
+        .clone_from(&settings.serve.allowed_hosts);
+    if !host.is_loopback() && !host.is_unspecified() {
+        options.extra_hosts.push(host.to_string());
+    }
+    let runtime = runtime()?;
+    let server = runtime.block_on(async { server(settings, env, demo) })?;
+    runtime.block_on(toolgate_mcp::serve_http(server, options, |addr| {
+        // Tests and scripts read this line for the port (with --port 0).
+        eprintln!("toolgate: serving MCP at http://{addr}/mcp ({told})");
+    }))?;
+    drop(runtime);
+    eprintln!("toolgate: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bearer token: `TOOLGATE_TOKEN`, `[serve] token`, or the one kept in
+/// the data directory (generated on first start), and where it came from.
+fn token(settings: &Settings, env: &Environment) -> Result<(String, String)> {
+    if let Some(token) = env.var("TOOLGATE_TOKEN") {
+        return Ok((token.to_owned(), "token from TOOLGATE_TOKEN".to_owned()));
+    }
+    if let Some(token) = settings.serve.token.as_deref().filter(|t| !t.is_empty()) {
+        return Ok((token.to_owned(), "token from [serve] token".to_owned()));
+    }
+    let path = env.data_dir().join("serve-token");
+    let token = stored_token(&path)?;
+    Ok((token, format!("token in {}", path.display())))
+}
+
+fn stored_token(path: &Path) -> Result<String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let mode = std::fs::metadata(path)?.mode();
+            // A token others can read is a token others can use.
+            if mode & 0o077 != 0 {
+                bail!(
+                    "{} is readable by other users (mode {:o}); run `chmod 600 {}`",
+                    path.display(),
+                    mode & 0o777,
+                    path.display()
+                );
+            }
+            let token = text.trim().to_owned();
+            if token.is_empty() {
+                bail!("{} is empty; delete it to get a new token", path.display());
+            }
+            Ok(token)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            let token = random_token()?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            writeln!(file, "{token}")?;
+            file.sync_all()?;
+            eprintln!("toolgate: generated a bearer token in {}", path.display());
+            Ok(token)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// 32 bytes from the kernel's CSPRNG, as hex.
+fn random_token() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for a token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
