@@ -26,6 +26,7 @@
 //! expansions of single words; `wrappers` knows what `sudo`, `env`,
 //! `bash -c`, `find -exec` ... run; this file holds the policy and its rules.
 
+mod allow;
 mod parse;
 mod words;
 mod wrappers;
@@ -75,6 +76,9 @@ pub struct CommandPolicy {
     binary_matcher: Option<GlobSet>,
     deny_patterns: Vec<Regex>,
     on_parse_error: ParseFallback,
+    /// When set, only these commands may run (and unanalysable scripts are
+    /// refused, whatever the fallback).
+    allow: Option<allow::AllowList>,
 }
 
 /// The outcome of [`CommandPolicy::check`].
@@ -101,6 +105,10 @@ pub enum CommandPolicyError {
         "invalid deny_patterns entry `{pattern}`: {reason} (expected a regular expression matched against one command's text, such as `rm -rf /`)"
     )]
     InvalidRegex { pattern: String, reason: String },
+    #[error(
+        "invalid allowed command `{name}`: expected a program's base name such as `git` (no `/`, no spaces)"
+    )]
+    InvalidAllowedCommand { name: String },
 }
 
 impl Default for CommandPolicy {
@@ -130,6 +138,7 @@ impl CommandPolicy {
             binary_matcher,
             deny_patterns,
             on_parse_error,
+            allow: None,
         })
     }
 
@@ -153,6 +162,7 @@ impl CommandPolicy {
                 binary_matcher: None,
                 deny_patterns: Vec::new(),
                 on_parse_error: ParseFallback::Deny,
+                allow: None,
             },
         }
     }
@@ -181,12 +191,46 @@ impl CommandPolicy {
         Ok(self)
     }
 
+    /// Allows only `commands` (base names, exact) and commands whose text
+    /// matches one of `patterns`; shell builtins that run nothing else (`cd`,
+    /// `export`, `test`, ...) need not be listed. An empty list with no
+    /// patterns allows only those builtins. The deny lists still apply, and a
+    /// script whose commands cannot all be named is refused.
+    pub fn allow_only(
+        mut self,
+        commands: &[String],
+        patterns: &[String],
+    ) -> Result<Self, CommandPolicyError> {
+        self.allow = Some(allow::AllowList::new(commands, patterns)?);
+        Ok(self)
+    }
+
     /// Checks every command `script` would run. A denial anywhere wins over
     /// parts that cannot be analysed.
     pub fn check(&self, script: &str) -> CommandVerdict {
         let analysis = parse::analyse(script);
         if let Some(denied) = self.first_denial(&analysis) {
             return denied;
+        }
+        if let Some(allow) = &self.allow {
+            for command in &analysis.commands {
+                if let Some(reason) = allow.refusal(command) {
+                    return CommandVerdict::Denied {
+                        command: command.text.clone(),
+                        reason,
+                    };
+                }
+            }
+            // Under an allowlist the sandbox fallback is not enough: what
+            // cannot be named cannot be checked against the list.
+            if let Some(problem) = analysis.problems.first() {
+                return CommandVerdict::Denied {
+                    command: parse::short(script).to_string(),
+                    reason: format!(
+                        "{problem}; only scripts whose commands can all be named may run"
+                    ),
+                };
+            }
         }
         if let Some(reason) = analysis.problems.into_iter().next() {
             return CommandVerdict::Unanalysable { reason };
