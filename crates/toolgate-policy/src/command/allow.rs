@@ -50,7 +50,7 @@ impl AllowList {
         }
         // Exact, case-sensitive names: `Python3` is not `python3` on Linux,
         // and an allowlist errs on the side of refusing.
-        let listed = self.commands.iter().any(|c| *c == command.name)
+        let listed = self.commands.contains(&command.name)
             || INERT_BUILTINS.contains(&command.name.as_str());
         let canonical = std::iter::once(command.name.as_str())
             .chain(command.args.iter().map(String::as_str))
