@@ -35,12 +35,21 @@ pub struct ExecutorBuilder {
     policy: Option<Policy>,
     input_mode: InputMode,
     preset: Option<ToolPreset>,
+    only: Option<Vec<String>>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
     output_dir: Option<PathBuf>,
 }
 
 impl ExecutorBuilder {
+    /// Only these tools (names, or groups as `group:fs`) are active, on top
+    /// of the preset and the access layer: a server that exposes a subset
+    /// (the filesystem tools, the shell tools).
+    pub fn only_tools(mut self, tools: Vec<String>) -> Self {
+        self.only = Some(tools);
+        self
+    }
+
     /// The policy (default: [`Policy::standard`]).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = Some(policy);
@@ -84,6 +93,7 @@ impl ExecutorBuilder {
             policy: self.policy.unwrap_or_default(),
             input_mode: self.input_mode,
             preset: self.preset,
+            only: self.only,
             sinks: self.sinks,
             approvals: self.approvals,
             output_dir: self.output_dir,
@@ -97,6 +107,7 @@ pub struct Executor {
     policy: Policy,
     input_mode: InputMode,
     preset: Option<ToolPreset>,
+    only: Option<Vec<String>>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
     output_dir: Option<PathBuf>,
@@ -117,6 +128,7 @@ impl Executor {
             policy: None,
             input_mode: InputMode::default(),
             preset: None,
+            only: None,
             sinks: Vec::new(),
             approvals: None,
             output_dir: None,
@@ -155,6 +167,16 @@ impl Executor {
             return Access::Inactive {
                 reason: format!("not in the {preset} tool preset"),
             };
+        }
+        if let Some(only) = &self.only {
+            let listed = only
+                .iter()
+                .any(|t| *t == spec.name || spec.group.as_deref() == Some(t.as_str()));
+            if !listed {
+                return Access::Inactive {
+                    reason: format!("not among this server's tools ({})", only.join(", ")),
+                };
+            }
         }
         self.policy.access.check(spec)
     }

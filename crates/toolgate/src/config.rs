@@ -188,6 +188,8 @@ pub struct Settings {
     pub filesystem: FilesystemRules,
     /// `[serve]`.
     pub serve: ServeSection,
+    /// Only these tools are active (`toolgate mcp --tools`).
+    pub only_tools: Option<Vec<String>>,
     /// What of the configuration is not applied, one line each.
     pub notes: Vec<String>,
 }
@@ -538,6 +540,7 @@ fn resolve(
         network,
         filesystem,
         serve: file.serve.clone().unwrap_or_default(),
+        only_tools: None,
         notes,
     })
 }

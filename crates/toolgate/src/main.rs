@@ -51,10 +51,15 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the active tools over MCP on stdin/stdout (for any MCP client).
-    Mcp,
+    Mcp {
+        #[command(flatten)]
+        exposure: mcp::Exposure,
+    },
     /// Serve the active tools over MCP (Streamable HTTP) at
     /// http://127.0.0.1:PORT/mcp, behind a bearer token.
     Serve {
+        #[command(flatten)]
+        exposure: mcp::Exposure,
         /// Port (default: [serve] port, else 8765; 0 picks a free one).
         #[arg(long)]
         port: Option<u16>,
@@ -174,12 +179,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         eprintln!("toolgate: note: {note}");
     }
     let command = match cli.command {
-        Command::Mcp => return mcp::stdio(settings, env, cli.demo),
+        Command::Mcp { exposure } => {
+            let settings = exposure.apply(settings)?;
+            return mcp::stdio(settings, env, cli.demo);
+        }
         Command::Serve {
+            exposure,
             port,
             host,
             no_token,
         } => {
+            let settings = exposure.apply(settings)?;
             let flags = mcp::Serve {
                 port,
                 host,
@@ -193,7 +203,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let ctx =
         CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
     match command {
-        Command::Mcp | Command::Serve { .. } => unreachable!("served above"),
+        Command::Mcp { .. } | Command::Serve { .. } => unreachable!("served above"),
         Command::Doctor { json } => {
             let smoke = runtime()?.block_on(sandbox::smoke_test(&settings, &env));
             render::doctor(&settings, &env.state_dir(), smoke, json)
@@ -254,6 +264,9 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
     }
     if let Some(dir) = &settings.output_dir {
         builder = builder.output_dir(dir.clone());
+    }
+    if let Some(tools) = &settings.only_tools {
+        builder = builder.only_tools(tools.clone());
     }
     Ok(builder.build())
 }

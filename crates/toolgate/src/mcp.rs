@@ -61,6 +61,62 @@ impl ScopeSource for ConfiguredScopes {
     }
 }
 
+/// What a server exposes and lets commands do, beyond the configuration.
+#[derive(Debug, clap::Args)]
+pub struct Exposure {
+    /// Expose only these tools: names or groups, comma-separated
+    /// (`read,grep,find,ls` or `group:fs,group:search`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    tools: Vec<String>,
+    /// Shell scripts may run only these commands (base names,
+    /// comma-separated); an empty value allows only builtins such as cd.
+    #[arg(long, value_name = "LIST")]
+    allow_commands: Option<String>,
+    /// Shell scripts may also run commands whose text matches REGEX
+    /// (repeatable); alone, it allows nothing else.
+    #[arg(long = "allow-pattern", value_name = "REGEX")]
+    allow_patterns: Vec<String>,
+    /// Run commands without the OS sandbox: only the command allowlist and
+    /// the roots of the file tools stand between the agent and this machine.
+    #[arg(long)]
+    no_sandbox: bool,
+}
+
+impl Exposure {
+    /// The configuration with these flags applied.
+    pub fn apply(self, mut settings: Settings) -> Result<Settings> {
+        if !self.tools.is_empty() {
+            settings.only_tools = Some(self.tools);
+        }
+        if self.allow_commands.is_some() || !self.allow_patterns.is_empty() {
+            let commands: Vec<String> = self
+                .allow_commands
+                .as_deref()
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned)
+                .collect();
+            settings.policy.commands = settings
+                .policy
+                .commands
+                .clone()
+                .allow_only(&commands, &self.allow_patterns)
+                .context("--allow-commands / --allow-pattern")?;
+        }
+        if self.no_sandbox {
+            eprintln!(
+                "toolgate: WARNING: --no-sandbox: commands run directly on this machine with \
+                 toolgate's own privileges; only the command allowlist and the file tools' \
+                 roots stand in the way"
+            );
+            settings.backend = toolgate_sandbox::BackendChoice::None;
+        }
+        Ok(settings)
+    }
+}
+
 fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
     let scopes = ConfiguredScopes::new(settings, env, demo)?;
     Ok(McpServer::new(Arc::new(scopes)))
