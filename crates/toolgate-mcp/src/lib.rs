@@ -17,11 +17,13 @@
 
 mod convert;
 mod http;
+pub mod resolve;
 mod roots;
 mod server;
 
 pub use convert::{annotations, to_mcp_tool};
 pub use http::{HttpError, HttpOptions, serve_http};
+pub use resolve::{NativeTooling, Resolution, resolve};
 pub use roots::{Narrowed, RefusedRoot, narrow_roots};
 pub use server::{McpServer, Scope, ScopeSource, ServeError, serve_stdio};
 
