@@ -59,13 +59,31 @@ pub struct NativeTooling {
 }
 
 /// A member: `false`/absent (no server), `true` (defaults) or its settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Member<T> {
     /// On with defaults, or off.
     Enabled(bool),
     /// On with these settings.
     With(T),
+}
+
+// By hand rather than `untagged`, so a misspelt field is named in the error
+// instead of "did not match any variant".
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Member<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(deserializer)? {
+            serde_json::Value::Bool(on) => Ok(Member::Enabled(on)),
+            serde_json::Value::Null => Ok(Member::Enabled(false)),
+            value @ serde_json::Value::Object(_) => T::deserialize(value)
+                .map(Member::With)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "expected true, false or an object of settings, not {other}"
+            ))),
+        }
+    }
 }
 
 impl<T> Default for Member<T> {
@@ -195,7 +213,7 @@ impl Launcher {
 #[non_exhaustive]
 pub enum ResolveError {
     /// A root hint of a member does not resolve.
-    #[error("{member}: {source}")]
+    #[error("the {member} server's roots")]
     Root {
         /// `fs`, `shell` or `dispatch`.
         member: &'static str,

@@ -172,6 +172,8 @@ pub struct Settings {
     pub input_mode: InputMode,
     /// Workspace roots.
     pub roots: Vec<PathBuf>,
+    /// The operator's root aliases (`[root_aliases]`, `--root-alias`).
+    pub root_aliases: RootMap,
     /// Output dir for uncut results.
     pub output_dir: Option<PathBuf>,
     /// Files that were read.
@@ -477,7 +479,7 @@ fn resolve(
     let elevated = env_parsed(env, "TOOLGATE_ELEVATED", parse_bool)?
         .or(file.tools.as_ref().map(|t| t.elevated))
         .unwrap_or(false);
-    let roots = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
+    let (roots, root_aliases) = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
     let network = match &file.network {
         Some(network) => network.build(&base_dir).map_err(|e| ConfigError::Policy {
             origin: origin.clone(),
@@ -530,6 +532,7 @@ fn resolve(
             InputMode::Coerce
         },
         roots,
+        root_aliases,
         output_dir: file.output_dir.as_ref().map(|d| base_dir.join(d)),
         sources,
         backend: env_parsed(env, "TOOLGATE_SANDBOX_BACKEND", parse_word)?
@@ -589,7 +592,7 @@ fn resolve_roots(
     env: &Environment,
     base_dir: &Path,
     origin: &Path,
-) -> Result<Vec<PathBuf>, ConfigError> {
+) -> Result<(Vec<PathBuf>, RootMap), ConfigError> {
     let roots_error = |e: RootError| ConfigError::Policy {
         origin: origin.to_owned(),
         message: e.to_string(),
@@ -619,20 +622,19 @@ fn resolve_roots(
             None => hints.push(hint.clone()),
         }
     }
-    if !hints.is_empty() {
-        return map
-            .resolve_all(&hints, &env.cwd)
+    let roots = if !hints.is_empty() {
+        map.resolve_all(&hints, &env.cwd)
             .map_err(|e| ConfigError::Flag {
                 flag: "--root",
                 message: e.to_string(),
-            });
-    }
-    match &file.roots {
-        Some(hints) => map.resolve_all(hints, base_dir).map_err(roots_error),
-        None => Ok(vec![
-            std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone()),
-        ]),
-    }
+            })?
+    } else {
+        match &file.roots {
+            Some(hints) => map.resolve_all(hints, base_dir).map_err(roots_error)?,
+            None => vec![std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone())],
+        }
+    };
+    Ok((roots, map))
 }
 
 fn build_policy(

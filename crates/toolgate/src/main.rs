@@ -4,6 +4,7 @@ mod config;
 mod demo;
 mod mcp;
 mod render;
+mod resolve;
 mod sandbox;
 
 use std::io::Read;
@@ -101,6 +102,20 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// Resolve native tooling for a task: from a portable description
+    /// `{fs, shell, dispatch}`, the MCP server launch configurations (a list
+    /// and an `mcpServers` map) rooted in the task's working directory.
+    Resolve {
+        /// The description as JSON, `-` for stdin or `@FILE`
+        /// (default: all three servers with their defaults).
+        description: Option<String>,
+        /// The task's working directory (default: the current one).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect the policy.
     Policy {
         #[command(subcommand)]
@@ -197,13 +212,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             return mcp::http(settings, env, cli.demo, flags);
         }
+        Command::Resolve {
+            description,
+            cwd,
+            json,
+        } => {
+            let request = resolve::Request {
+                description,
+                cwd,
+                config: cli.config.clone(),
+                json,
+            };
+            return resolve::run(&settings, &env, request);
+        }
         other => other,
     };
     let executor = executor(&settings, &env, cli.demo)?;
-    let ctx =
-        CallContext::new(call_id(), "cli", env.cwd.clone()).with_roots(settings.roots.clone());
+    // The policy resolves relative paths where the tools do.
+    let cwd = sandbox::working_dir(&settings, &env);
+    let ctx = CallContext::new(call_id(), "cli", cwd).with_roots(settings.roots.clone());
     match command {
-        Command::Mcp { .. } | Command::Serve { .. } => unreachable!("served above"),
+        Command::Mcp { .. } | Command::Serve { .. } | Command::Resolve { .. } => {
+            unreachable!("handled above")
+        }
         Command::Doctor { json } => {
             let smoke = runtime()?.block_on(sandbox::smoke_test(&settings, &env));
             render::doctor(&settings, &env.state_dir(), smoke, json)

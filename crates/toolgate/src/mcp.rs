@@ -36,7 +36,8 @@ impl ConfiguredScopes {
 fn scope(settings: &Settings, env: &Environment, demo: bool) -> Result<Scope> {
     Ok(Scope {
         executor: crate::executor(settings, env, demo)?,
-        cwd: env.cwd.clone(),
+        // The policy resolves relative paths where the tools do.
+        cwd: crate::sandbox::working_dir(settings, env),
         roots: settings.roots.clone(),
     })
 }
@@ -49,13 +50,7 @@ impl ScopeSource for ConfiguredScopes {
     fn narrowed(&self, roots: &[PathBuf]) -> Result<Arc<Scope>, String> {
         let mut settings = self.settings.clone();
         settings.roots = roots.to_vec();
-        let mut env = self.env.clone();
-        // Relative paths keep resolving against the working directory while
-        // it lies in a root; otherwise against the first root.
-        if !roots.iter().any(|r| env.cwd.starts_with(r)) {
-            env.cwd.clone_from(&roots[0]);
-        }
-        scope(&settings, &env, self.demo)
+        scope(&settings, &self.env, self.demo)
             .map(Arc::new)
             .map_err(|e| format!("cannot work in the client's roots: {e:#}"))
     }

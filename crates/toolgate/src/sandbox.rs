@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -67,13 +68,19 @@ pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Works
     Ok(Arc::new(local_workspace(settings, env)?))
 }
 
-fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorkspace> {
+/// Where relative paths resolve, for the tools and the policy alike: the
+/// working directory while it lies in a root, else the first root.
+pub fn working_dir(settings: &Settings, env: &Environment) -> PathBuf {
     let cwd = std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone());
-    let cwd = if settings.roots.iter().any(|r| cwd.starts_with(r)) {
+    if settings.roots.iter().any(|r| cwd.starts_with(r)) {
         cwd
     } else {
         settings.roots[0].clone()
-    };
+    }
+}
+
+fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorkspace> {
+    let cwd = working_dir(settings, env);
     Ok(
         LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
             .context("cannot open the workspace roots")?

@@ -15,6 +15,7 @@ use common::toolgate;
 
 mod config;
 mod files;
+mod resolve;
 mod sandbox;
 
 struct Sandbox {

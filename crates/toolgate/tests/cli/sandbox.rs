@@ -121,21 +121,32 @@ fn roots_are_portable_hints() {
         stdout(&o)
     );
     // The working directory is no longer a root once roots are given (the
-    // project lives under the temp dir, so that allowance is switched off).
+    // project lives under the temp dir, so that allowance is switched off);
+    // relative paths start at the first root, for the policy as for the tools.
     s.write("project/toolgate.toml", "[paths]\ntemp_dir = false\n");
-    let o = s.run(&[
-        "--demo",
-        "--root",
-        "sub/inner",
-        "policy",
-        "explain",
-        "demo_touch",
-        r#"{"path": "top.txt"}"#,
-    ]);
-    assert!(
-        stdout(&o).contains("is outside the workspace roots"),
-        "{}",
+    let explain = |path: &str| {
+        let args = format!(r#"{{"path": "{path}"}}"#);
+        let o = s.run(&[
+            "--demo",
+            "--root",
+            "sub/inner",
+            "policy",
+            "explain",
+            "demo_touch",
+            &args,
+        ]);
         stdout(&o)
+    };
+    let inner = std::fs::canonicalize(s.project().join("sub/inner")).unwrap();
+    let inside = explain("top.txt");
+    assert!(
+        inside.contains(&format!("allowed: {}/top.txt", inner.display())),
+        "{inside}"
+    );
+    let outside = explain("../../top.txt");
+    assert!(
+        outside.contains("is outside the workspace roots"),
+        "{outside}"
     );
 }
 
