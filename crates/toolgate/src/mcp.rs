@@ -129,10 +129,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 pub fn stdio(settings: Settings, env: Environment, demo: bool) -> Result<ExitCode> {
     let runtime = runtime()?;
     let server = runtime.block_on(async { server(settings, env, demo) })?;
-    runtime.block_on(toolgate_mcp::serve_stdio(server))?;
-    // Dropping the runtime drops every call still running, which kills its
-    // process group, and the process tables, which kill background processes.
-    drop(runtime);
+    let served = runtime.block_on(toolgate_mcp::serve_stdio(server));
+    stop(runtime);
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -171,13 +170,22 @@ pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> R
     }
     let runtime = runtime()?;
     let server = runtime.block_on(async { server(settings, env, demo) })?;
-    runtime.block_on(toolgate_mcp::serve_http(server, options, |addr| {
+    let served = runtime.block_on(toolgate_mcp::serve_http(server, options, |addr| {
         // Tests and scripts read this line for the port (with --port 0).
         eprintln!("toolgate: serving MCP at http://{addr}/mcp ({told})");
-    }))?;
-    drop(runtime);
+    }));
+    stop(runtime);
+    served?;
     eprintln!("toolgate: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Shuts the runtime down: every call still running is dropped, which kills
+/// its process group, and so are the process tables, which kill the
+/// background processes. A blocking task (a search in a huge tree) is not
+/// waited for longer than a few seconds.
+fn stop(runtime: tokio::runtime::Runtime) {
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
 }
 
 /// The bearer token: `TOOLGATE_TOKEN`, `[serve] token`, or the one kept in
