@@ -19,6 +19,7 @@ use toolgate_core::{
 };
 use toolgate_sandbox::JailError;
 
+use crate::facts_schema;
 use crate::fs::{Fs, Located, blocking, jail_error};
 use crate::patch::commit::{Change, Target, commit};
 use crate::patch::{FileOp, MatchPass, PatchError, apply_hunks, parse};
@@ -65,6 +66,7 @@ impl TypedTool for ApplyPatchTool {
         ToolSpec::new("apply_patch", DESCRIPTION, EffectClass::MutateReversible)
             .idempotency(Idempotency::CheckBeforeAct)
             .group("group:fs")
+            .output_schema(facts_schema())
     }
 
     async fn run(&self, args: ApplyPatchArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -450,6 +452,68 @@ impl Plan {
             "lines_removed": removed,
         }))
     }
+}
+
+/// The facts of [`Plan::render`].
+fn facts_schema() -> Value {
+    let operation = facts_schema::object(
+        json!({
+            "action": {
+                "enum": ["add", "delete", "update", "move"],
+                "description": "What the patch did to the file.",
+            },
+            "path": {"type": "string", "description": "The file, as the patch names it."},
+            "move_to": {
+                "type": ["string", "null"],
+                "description": "move: where the file went, as the patch names it; else null.",
+            },
+            "hunks": {
+                "type": "array",
+                "items": {"enum": ["exact", "trailing-whitespace", "trimmed", "unicode-folded"]},
+                "description": "How each hunk's context was found: exactly, or ignoring \
+                                trailing whitespace, surrounding whitespace or Unicode \
+                                punctuation look-alikes.",
+            },
+        }),
+        &["action", "path", "move_to", "hunks"],
+    );
+    let file = facts_schema::object(
+        json!({
+            "path": {"type": "string", "description": "The file, as the workspace shows it."},
+            "status": {"enum": ["added", "deleted", "modified"]},
+            "lines_added": {"type": "integer"},
+            "lines_removed": {"type": "integer"},
+        }),
+        &["path", "status", "lines_added", "lines_removed"],
+    );
+    facts_schema::object(
+        json!({
+            "dry_run": {
+                "type": "boolean",
+                "description": "No file was changed; the facts say what the patch would do.",
+            },
+            "operations": {
+                "type": "array",
+                "items": operation,
+                "description": "The patch's file operations, in order.",
+            },
+            "files": {
+                "type": "array",
+                "items": file,
+                "description": "Every file whose content changed (a moved file counts as one \
+                                deleted and one added), by path.",
+            },
+            "lines_added": {"type": "integer", "description": "Lines added in all files."},
+            "lines_removed": {"type": "integer", "description": "Lines removed in all files."},
+        }),
+        &[
+            "dry_run",
+            "operations",
+            "files",
+            "lines_added",
+            "lines_removed",
+        ],
+    )
 }
 
 fn failed(e: PatchError) -> ToolError {

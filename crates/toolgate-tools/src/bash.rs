@@ -18,6 +18,7 @@ use toolgate_policy::ResourcePolicy;
 use toolgate_sandbox::SandboxCommand;
 use toolgate_sandbox::runner::{Attach, ExecOutcome, Stream};
 
+use crate::facts_schema;
 use crate::fs::{Fs, workspace_error};
 
 /// Most bytes of a command's combined output kept for the output file.
@@ -121,6 +122,11 @@ impl TypedTool for BashTool {
             .group("group:runtime")
             .command_arg("/command")
             .path_arg("/cwd")
+            .output_schema(command_facts_schema(json!({
+                "enum": ["bwrap", "landlock", "none"],
+                "description": "The sandbox that ran the command (none: unsandboxed, \
+                                development only).",
+            })))
     }
 
     async fn run(&self, args: BashArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -241,6 +247,61 @@ pub(crate) async fn command_result(
         "output_file": saved,
     });
     Ok((text, structured))
+}
+
+/// The facts of [`command_result`] plus `backend`, whose schema is given:
+/// what ran the command.
+pub(crate) fn command_facts_schema(backend: Value) -> Value {
+    facts_schema::object(
+        json!({
+            "exit_code": {
+                "type": "integer",
+                "description": "The exit status; 128 + n when killed by signal n. A non-zero \
+                                exit is a normal result, not a failure of the call.",
+            },
+            "signal": {
+                "type": ["integer", "null"],
+                "description": "The signal that killed the command, when toolgate killed it (at \
+                                the timeout); a command killed inside the sandbox shows only as \
+                                exit_code 128 + n.",
+            },
+            "timed_out": {
+                "type": "boolean",
+                "description": "The timeout expired and the whole process group was killed.",
+            },
+            "duration_ms": {"type": "integer", "description": "From start to exit."},
+            "stdout_bytes": {
+                "type": "integer",
+                "description": "Bytes of standard output, counting one newline per line.",
+            },
+            "stderr_bytes": {
+                "type": "integer",
+                "description": "Bytes of standard error, counting one newline per line.",
+            },
+            "truncated": {
+                "type": "boolean",
+                "description": "The output shown was cut (head and tail kept); the whole of it \
+                                is in output_file.",
+            },
+            "output_file": {
+                "type": ["string", "null"],
+                "description": "When truncated: the workspace file holding the whole output, \
+                                to read or grep; else null.",
+            },
+            "backend": backend,
+        }),
+        &[
+            "exit_code",
+            "signal",
+            "timed_out",
+            "duration_ms",
+            "stdout_bytes",
+            "stderr_bytes",
+            "truncated",
+            "output_file",
+            "backend",
+        ],
+    )
 }
 
 /// Saves the whole output in the output directory; returns its path as the

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 
 pub use self::matching::Pass;
+use crate::facts_schema;
 use crate::fs::{Fs, Located, blocking, jail_error};
 use crate::text::{self, Decoded, LineEndings, NotText};
 use crate::write::check_expected;
@@ -91,6 +92,7 @@ impl TypedTool for EditTool {
         .idempotency(Idempotency::CheckBeforeAct)
         .group("group:fs")
         .path_arg("/path")
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, args: EditArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -267,6 +269,77 @@ fn edit(
         "previous_sha256": before_sha,
         "sha256": text::sha256_hex(&new_bytes),
     })))
+}
+
+/// The facts of [`edit`].
+fn facts_schema() -> Value {
+    let edit = facts_schema::object(
+        json!({
+            "pass": {
+                "enum": ["exact", "trailing-whitespace", "indentation"],
+                "description": "How old_text was found: exactly, ignoring whitespace at line \
+                                ends, or ignoring indentation (new_text was re-indented).",
+            },
+            "replacements": {"type": "integer", "description": "Occurrences replaced."},
+            "lines": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "description": "The line of each occurrence, in the text this edit applied to.",
+            },
+        }),
+        &["pass", "replacements", "lines"],
+    );
+    facts_schema::object(
+        json!({
+            "path": {"type": "string", "description": "The file, as the workspace shows it."},
+            "dry_run": {
+                "type": "boolean",
+                "description": "The file was not changed; the facts say what the edit would do.",
+            },
+            "edits": {
+                "type": "array",
+                "items": edit,
+                "description": "Each edit, in the order they were applied.",
+            },
+            "replacements": {"type": "integer", "description": "Occurrences replaced in all."},
+            "lines_added": {"type": "integer", "description": "Lines added (the diff's + lines)."},
+            "lines_removed": {
+                "type": "integer",
+                "description": "Lines removed (the diff's - lines).",
+            },
+            "diff": {"type": "string", "description": "Unified diff of the change."},
+            "line_endings": {
+                "enum": ["lf", "crlf", "mixed", "none"],
+                "description": "The file's line endings, which the edit kept.",
+            },
+            "bom": {
+                "type": "boolean",
+                "description": "The file starts with a UTF-8 byte-order mark, which the edit kept.",
+            },
+            "previous_sha256": {
+                "type": "string",
+                "description": "SHA-256 (hex) of the file before the edit.",
+            },
+            "sha256": {
+                "type": "string",
+                "description": "SHA-256 (hex) of the file after the edit (with dry_run: what it \
+                                would be), the expected_sha256 of a later edit.",
+            },
+        }),
+        &[
+            "path",
+            "dry_run",
+            "edits",
+            "replacements",
+            "lines_added",
+            "lines_removed",
+            "diff",
+            "line_endings",
+            "bom",
+            "previous_sha256",
+            "sha256",
+        ],
+    )
 }
 
 fn join(lines: &[usize]) -> String {

@@ -17,14 +17,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 use toolgate_sandbox::EntryKind;
 use toolgate_sandbox::runner::{self, ExecRequest, Stream};
 
-use crate::bash::{FullOutput, RuntimeConfig, check_env_name, check_pass_env, command_result};
+use crate::bash::{
+    FullOutput, RuntimeConfig, check_env_name, check_pass_env, command_facts_schema, command_result,
+};
 use crate::fs::{Fs, jail_error};
 
 /// Host variables every elevated command sees (when the host has them).
@@ -119,6 +121,7 @@ impl TypedTool for ElevatedTool {
             .idempotency(Idempotency::AtMostOnce)
             .command_arg("/command")
             .path_arg("/cwd")
+            .output_schema(facts_schema())
     }
 
     async fn run(&self, args: ElevatedArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -170,4 +173,21 @@ impl TypedTool for ElevatedTool {
         structured["sandboxed"] = json!(false);
         Ok(ToolOutput::text(text).with_structured(structured))
     }
+}
+
+/// The facts of `bash` with `backend` always `host` and `sandboxed` false,
+/// as [`ElevatedTool::run`] sets them.
+fn facts_schema() -> Value {
+    let mut schema = command_facts_schema(json!({
+        "const": "host",
+        "description": "The command ran on the host, outside any sandbox.",
+    }));
+    schema["properties"]["sandboxed"] = json!({
+        "const": false,
+        "description": "Always false: nothing confined the command.",
+    });
+    if let Some(required) = schema["required"].as_array_mut() {
+        required.push(json!("sandboxed"));
+    }
+    schema
 }

@@ -9,7 +9,7 @@ use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, T
 
 use crate::fs::{Fs, blocking};
 use crate::grep::search_error;
-use crate::search::find::{EntryType, FindOptions, SortBy, find};
+use crate::search::find::{EntryType, FindOptions, FindReport, SortBy, find};
 
 /// Arguments of `find`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -77,6 +77,7 @@ impl TypedTool for FindTool {
         .group("group:search")
         .parallel_safe(true)
         .path_arg("/path")
+        .output_schema(FindReport::facts_schema())
     }
 
     async fn run(&self, args: FindArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {

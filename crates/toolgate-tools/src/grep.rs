@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
 use crate::fs::{Fs, blocking};
-use crate::search::grep::{CaseMode, GrepMode, GrepOptions, grep};
+use crate::search::grep::{CaseMode, GrepMode, GrepOptions, GrepReport, grep};
 use crate::search::walk::SearchError;
 
 /// Arguments of `grep`.
@@ -98,6 +98,7 @@ impl TypedTool for GrepTool {
         .group("group:search")
         .parallel_safe(true)
         .path_arg("/path")
+        .output_schema(GrepReport::facts_schema())
     }
 
     async fn run(&self, args: GrepArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {

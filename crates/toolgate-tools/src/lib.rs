@@ -20,6 +20,7 @@ mod apply_patch;
 mod bash;
 mod edit;
 mod elevated;
+mod facts_schema;
 mod find;
 mod fs;
 mod grep;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 use toolgate_sandbox::{EntryInfo, EntryKind};
 
+use crate::facts_schema;
 use crate::fs::{Fs, Located, blocking, human_bytes, jail_error, unix_seconds, utc_minutes};
 
 /// Deepest tree `ls` draws.
@@ -60,6 +61,7 @@ impl TypedTool for LsTool {
         .group("group:fs")
         .parallel_safe(true)
         .path_arg("/path")
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, args: LsArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -114,6 +116,44 @@ fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOut
         "count": count,
         "truncated": listing.truncated,
     })))
+}
+
+/// The facts of [`ls`] (the entries as [`walk`] lists them).
+fn facts_schema() -> Value {
+    let entry = facts_schema::object(
+        json!({
+            "path": {"type": "string", "description": "The entry, as the workspace shows it."},
+            "type": {
+                "enum": ["file", "dir", "symlink", "other"],
+                "description": "other: a socket, FIFO or device.",
+            },
+            "size": {"type": "integer", "description": "Bytes (for a symlink: of the link itself)."},
+            "modified": {
+                "type": ["integer", "null"],
+                "description": "Last modification, in seconds since the Unix epoch; null when \
+                                unknown.",
+            },
+        }),
+        &["path", "type", "size", "modified"],
+    );
+    facts_schema::object(
+        json!({
+            "path": {"type": "string", "description": "The directory listed."},
+            "entries": {
+                "type": "array",
+                "items": entry,
+                "description": "Directories first, then by name; with depth > 1 each directory \
+                                is followed by its own entries.",
+            },
+            "count": {"type": "integer", "description": "Entries listed."},
+            "truncated": {
+                "type": "boolean",
+                "description": "The listing stopped at limit; list a subdirectory, lower \
+                                depth, or raise limit.",
+            },
+        }),
+        &["path", "entries", "count", "truncated"],
+    )
 }
 
 fn walk(

@@ -22,6 +22,7 @@ use toolgate_core::ToolError;
 use toolgate_sandbox::SandboxCommand;
 use toolgate_sandbox::runner::Attach;
 
+use crate::facts_schema;
 use crate::fs::{Fs, workspace_error};
 
 pub use self::tools::{
@@ -68,6 +69,35 @@ pub enum ProcessState {
     Failed {
         error: String,
     },
+}
+
+impl ProcessState {
+    /// The JSON Schema of a state as it serializes (the `status` fact of
+    /// the `process_*` tools).
+    pub(crate) fn schema() -> serde_json::Value {
+        facts_schema::object(
+            serde_json::json!({
+                "state": {
+                    "enum": ["running", "exited", "failed"],
+                    "description": "failed: the command could not be run at all.",
+                },
+                "exit_code": {
+                    "type": "integer",
+                    "description": "exited: the exit status (128 + n when killed by signal n).",
+                },
+                "signal": {
+                    "type": ["integer", "null"],
+                    "description": "exited: the signal that killed it, if one did.",
+                },
+                "timed_out": {
+                    "type": "boolean",
+                    "description": "exited: it was stopped at the end of its lifetime.",
+                },
+                "error": {"type": "string", "description": "failed: why."},
+            }),
+            &["state"],
+        )
+    }
 }
 
 /// One background process.

@@ -9,13 +9,14 @@ use async_trait::async_trait;
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_core::{
     CallContext, Content, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 use toolgate_sandbox::JailError;
 
+use crate::facts_schema;
 use crate::fs::{Fs, Located, blocking, jail_error};
 use crate::text::{self, ImageKind, LineEndings};
 
@@ -75,6 +76,7 @@ impl TypedTool for ReadTool {
         .group("group:fs")
         .parallel_safe(true)
         .path_arg("/path")
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, args: ReadArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -401,6 +403,80 @@ impl Page {
             "sha256": self.sha256,
         })))
     }
+}
+
+/// The facts of the three kinds of result: text ([`Page::render`]), image
+/// ([`image`]) and binary ([`read`]).
+fn facts_schema() -> Value {
+    let mut schema = facts_schema::object(
+        json!({
+            "path": {"type": "string", "description": "The file, as the workspace shows it."},
+            "kind": {
+                "enum": ["text", "image", "binary"],
+                "description": "text: lines were shown; image: the image is in the content; \
+                                binary: nothing was shown (inspect it with bash).",
+            },
+            "size": {"type": "integer", "description": "The file's size in bytes."},
+            "start_line": {"type": "integer", "description": "text: the first line shown (from 1)."},
+            "end_line": {
+                "type": "integer",
+                "description": "text: the last line shown (start_line - 1 when none was: the \
+                                file is empty).",
+            },
+            "total_lines": {
+                "type": ["integer", "null"],
+                "description": "text: lines in the whole file; null when it is too large \
+                                (over 256 MiB) to count.",
+            },
+            "truncated": {
+                "type": "boolean",
+                "description": "text: lines after end_line were not shown; read again with \
+                                offset=next_offset for them.",
+            },
+            "next_offset": {
+                "type": ["integer", "null"],
+                "description": "text: the offset that continues after this page; null when \
+                                the page reaches the end of the file.",
+            },
+            "line_endings": {
+                "enum": ["lf", "crlf", "mixed", "none"],
+                "description": "text: the file's line endings (lines are shown without \\r; \
+                                edits keep them).",
+            },
+            "bom": {
+                "type": "boolean",
+                "description": "text: the file starts with a UTF-8 byte-order mark (not shown; \
+                                edits keep it).",
+            },
+            "lines_cut": {
+                "type": "integer",
+                "description": "text: lines of this page shown cut because they are very long; \
+                                grep the file or use bash to see them whole.",
+            },
+            "sha256": {
+                "type": ["string", "null"],
+                "description": "SHA-256 (hex) of the whole file, to pass to write or edit as \
+                                expected_sha256; null for a text file too large to hash.",
+            },
+            "mime_type": {
+                "enum": ["image/png", "image/jpeg", "image/gif", "image/webp"],
+                "description": "image: the image's format.",
+            },
+        }),
+        &["path", "kind", "size"],
+    );
+    schema["oneOf"] = json!([
+        {
+            "properties": {"kind": {"const": "text"}},
+            "required": [
+                "start_line", "end_line", "total_lines", "truncated", "next_offset",
+                "line_endings", "bom", "lines_cut", "sha256",
+            ],
+        },
+        {"properties": {"kind": {"const": "image"}}, "required": ["mime_type", "sha256"]},
+        {"properties": {"kind": {"const": "binary"}}},
+    ]);
+    schema
 }
 
 fn io_error(shown: &str, e: &std::io::Error) -> ToolError {

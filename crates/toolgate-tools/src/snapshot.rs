@@ -18,9 +18,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
+use crate::facts_schema;
 use crate::fs::{Fs, blocking};
 use crate::neuron::GROUP;
 
@@ -67,6 +68,7 @@ impl TypedTool for SnapshotTool {
         )
         .group(GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, args: SnapshotArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -152,6 +154,65 @@ fn checkpoint(
         );
     }
     Ok(ToolOutput::text(text).with_structured(structured))
+}
+
+/// The facts of [`checkpoint`]; the comparison's only with a checkpoint
+/// argument.
+fn facts_schema() -> Value {
+    let paths = |what: &str| {
+        json!({
+            "type": "array",
+            "items": {"type": "string"},
+            "description": format!(
+                "With checkpoint: the files {what} since it, by path (at most the result \
+                 limit; counts has them all)."
+            ),
+        })
+    };
+    let mut counts = facts_schema::object(
+        json!({
+            "added": {"type": "integer"},
+            "modified": {"type": "integer"},
+            "deleted": {"type": "integer"},
+        }),
+        &["added", "modified", "deleted"],
+    );
+    counts["description"] =
+        json!("With checkpoint: how many files were added, modified and deleted, in all.");
+    facts_schema::object(
+        json!({
+            "id": {
+                "type": "string",
+                "description": "The new checkpoint, to pass as checkpoint later.",
+            },
+            "files": {"type": "integer", "description": "Files recorded in the checkpoint."},
+            "hashed": {
+                "type": "integer",
+                "description": "Files whose content was hashed this time (the rest were \
+                                unchanged since the previous checkpoint).",
+            },
+            "unreadable": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Entries that could not be read and are not in the checkpoint, \
+                                with why.",
+            },
+            "warnings": {"type": "array", "items": {"type": "string"}},
+            "compared_with": {
+                "type": "string",
+                "description": "With checkpoint: the checkpoint compared with.",
+            },
+            "added": paths("added"),
+            "modified": paths("modified"),
+            "deleted": paths("deleted"),
+            "counts": counts,
+            "truncated": {
+                "type": "boolean",
+                "description": "With checkpoint: a path list was cut at the limit.",
+            },
+        }),
+        &["id", "files", "hashed", "unreadable", "warnings"],
+    )
 }
 
 fn render_diff(text: &mut String, id: &str, diff: &Diff, limit: usize) {

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 use toolgate_sandbox::JailError;
 
+use crate::facts_schema;
 use crate::fs::{Fs, Located, blocking, jail_error};
 use crate::text;
 
@@ -61,6 +62,7 @@ impl TypedTool for WriteTool {
         .idempotency(Idempotency::CheckBeforeAct)
         .group("group:fs")
         .path_arg("/path")
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, args: WriteArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -113,6 +115,39 @@ fn write(place: &Located, args: &WriteArgs, max: u64) -> Result<ToolOutput, Tool
         "sha256": text::sha256_hex(bytes),
         "previous_sha256": previous,
     })))
+}
+
+/// The facts of [`write`].
+fn facts_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "path": {"type": "string", "description": "The file, as the workspace shows it."},
+            "created": {
+                "type": "boolean",
+                "description": "The file did not exist before; false: its content was replaced.",
+            },
+            "bytes": {"type": "integer", "description": "Bytes written (the file's new size)."},
+            "lines": {"type": "integer", "description": "Lines in the new content."},
+            "sha256": {
+                "type": "string",
+                "description": "SHA-256 (hex) of the new content, the expected_sha256 of a \
+                                later write or edit.",
+            },
+            "previous_sha256": {
+                "type": ["string", "null"],
+                "description": "SHA-256 (hex) of the content before; null when the file was \
+                                created.",
+            },
+        }),
+        &[
+            "path",
+            "created",
+            "bytes",
+            "lines",
+            "sha256",
+            "previous_sha256",
+        ],
+    )
 }
 
 /// The SHA-256 of the file at `place`, streamed; `None` when nothing is there.

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 
 use super::{MEMORY_GROUP, MemoryStore};
+use crate::facts_schema;
 use crate::fs::blocking;
 use crate::text::{self, Decoded, LineEndings};
 
@@ -62,6 +63,7 @@ impl TypedTool for MemoryAppendTool {
         )
         .idempotency(Idempotency::CheckBeforeAct)
         .group(MEMORY_GROUP)
+        .output_schema(facts_schema())
     }
 
     /// The memory file (or directory) is a path like any other to the
@@ -169,6 +171,42 @@ fn append(store: &MemoryStore, name: &str, block: &str) -> Result<ToolOutput, To
         "file": name, "path": place.shown, "line": line, "appended": true,
         "created": previous.is_none(), "sha256": sha256, "previous_sha256": previous,
     })))
+}
+
+/// The facts of [`append`], both when it appended and when the text was
+/// already there.
+fn facts_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "file": {"type": "string", "description": "The memory file's name."},
+            "path": {"type": "string", "description": "The memory file in the workspace."},
+            "line": {
+                "type": "integer",
+                "description": "The line where the appended text starts (or, when appended is \
+                                false, where the same text already was).",
+            },
+            "appended": {
+                "type": "boolean",
+                "description": "false: the file already ended with this text (a repeated call); \
+                                nothing was changed.",
+            },
+            "created": {"type": "boolean", "description": "The file was created by this call."},
+            "sha256": {"type": "string", "description": "SHA-256 (hex) of the file now."},
+            "previous_sha256": {
+                "type": ["string", "null"],
+                "description": "SHA-256 (hex) of the file before; null when it was created.",
+            },
+        }),
+        &[
+            "file",
+            "path",
+            "line",
+            "appended",
+            "created",
+            "sha256",
+            "previous_sha256",
+        ],
+    )
 }
 
 #[cfg(test)]

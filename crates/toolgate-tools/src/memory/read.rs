@@ -5,11 +5,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
 use super::index;
 use super::{MEMORY_GROUP, MemoryStore, numbered};
+use crate::facts_schema;
 use crate::fs::{blocking, human_bytes, unix_seconds, utc_minutes};
 use crate::text;
 
@@ -52,6 +53,7 @@ impl TypedTool for MemoryReadTool {
         )
         .group(MEMORY_GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     /// The memory file (or directory) is a path like any other to the
@@ -170,4 +172,81 @@ fn show(store: &MemoryStore, name: &str, offset: u64) -> Result<ToolOutput, Tool
         "total_lines": total, "truncated": next.is_some(), "next_offset": next,
         "sha256": loaded.sha256, "sections": sections,
     })))
+}
+
+/// The facts of both kinds of result: the list of files ([`list`]) and one
+/// file's text ([`show`]).
+fn facts_schema() -> Value {
+    let listed = facts_schema::object(
+        json!({
+            "name": {"type": "string"},
+            "size": {"type": "integer", "description": "Bytes."},
+            "modified": {
+                "type": ["integer", "null"],
+                "description": "Last change, in seconds since the Unix epoch.",
+            },
+            "sections": {
+                "type": ["integer", "null"],
+                "description": "Sections (split at headings); null when the file cannot be read.",
+            },
+        }),
+        &["name", "size", "modified", "sections"],
+    );
+    let section = facts_schema::object(
+        json!({
+            "heading": {
+                "type": ["string", "null"],
+                "description": "null for the text before the first heading.",
+            },
+            "line_start": {"type": "integer"},
+            "line_end": {"type": "integer"},
+        }),
+        &["heading", "line_start", "line_end"],
+    );
+    let mut schema = facts_schema::object(
+        json!({
+            "dir": {"type": "string", "description": "list: the memory directory."},
+            "files": {"type": "array", "items": listed, "description": "list: the memory files."},
+            "ignored": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "list: entries of the directory that are not memory files.",
+            },
+            "file": {"type": "string", "description": "show: the memory file's name."},
+            "path": {"type": "string", "description": "show: the memory file in the workspace."},
+            "start_line": {"type": "integer", "description": "show: the first line shown."},
+            "end_line": {"type": "integer", "description": "show: the last line shown."},
+            "total_lines": {"type": "integer", "description": "show: lines in the file."},
+            "truncated": {
+                "type": "boolean",
+                "description": "show: lines after end_line were not shown; read again with \
+                                offset=next_offset.",
+            },
+            "next_offset": {
+                "type": ["integer", "null"],
+                "description": "show: the offset that continues; null at the end of the file.",
+            },
+            "sha256": {
+                "type": "string",
+                "description": "show: SHA-256 (hex) of the file, for memory_replace's \
+                                expected_sha256.",
+            },
+            "sections": {
+                "type": "array",
+                "items": section,
+                "description": "show: the file's sections (split at headings).",
+            },
+        }),
+        &[],
+    );
+    schema["oneOf"] = json!([
+        {"required": ["dir", "files", "ignored"]},
+        {
+            "required": [
+                "file", "path", "start_line", "end_line", "total_lines", "truncated",
+                "next_offset", "sha256", "sections",
+            ],
+        },
+    ]);
+    schema
 }

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 
 use super::{MEMORY_GROUP, MemoryStore};
+use crate::facts_schema;
 use crate::fs::blocking;
 use crate::text::{self, LineEndings};
 use crate::write::check_expected;
@@ -62,6 +63,7 @@ impl TypedTool for MemoryReplaceTool {
         )
         .idempotency(Idempotency::CheckBeforeAct)
         .group(MEMORY_GROUP)
+        .output_schema(facts_schema())
     }
 
     /// The memory file (or directory) is a path like any other to the
@@ -159,6 +161,39 @@ fn replace(
         "lines_added": added, "lines_removed": removed,
         "sha256": text::sha256_hex(&bytes), "previous_sha256": loaded.sha256,
     })))
+}
+
+/// The facts of [`replace`].
+fn facts_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "file": {"type": "string", "description": "The memory file's name."},
+            "path": {"type": "string", "description": "The memory file in the workspace."},
+            "line": {"type": "integer", "description": "The line where the replaced text began."},
+            "diff": {"type": "string", "description": "Unified diff of the change."},
+            "lines_added": {"type": "integer"},
+            "lines_removed": {"type": "integer"},
+            "sha256": {
+                "type": "string",
+                "description": "SHA-256 (hex) of the file now, the expected_sha256 of a later \
+                                replace.",
+            },
+            "previous_sha256": {
+                "type": "string",
+                "description": "SHA-256 (hex) of the file before.",
+            },
+        }),
+        &[
+            "file",
+            "path",
+            "line",
+            "diff",
+            "lines_added",
+            "lines_removed",
+            "sha256",
+            "previous_sha256",
+        ],
+    )
 }
 
 /// Byte offsets of every occurrence of `needle`, overlapping ones included

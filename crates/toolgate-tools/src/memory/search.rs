@@ -12,6 +12,7 @@ use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, T
 
 use super::index::{self, Section};
 use super::{MEMORY_GROUP, MemoryStore, numbered};
+use crate::facts_schema;
 use crate::fs::blocking;
 use crate::text;
 
@@ -63,6 +64,7 @@ impl TypedTool for MemorySearchTool {
         )
         .group(MEMORY_GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     /// The memory file (or directory) is a path like any other to the
@@ -225,6 +227,72 @@ fn render(hits: &[Hit<'_>], idf: &BTreeMap<String, f64>) -> (String, Vec<Value>)
         }));
     }
     (out, facts)
+}
+
+/// The facts of [`search`], with the hits of [`render`].
+fn facts_schema() -> Value {
+    let snippet_line = facts_schema::object(
+        json!({"line": {"type": "integer"}, "text": {"type": "string"}}),
+        &["line", "text"],
+    );
+    let hit = facts_schema::object(
+        json!({
+            "file": {"type": "string", "description": "The memory file's name."},
+            "heading": {
+                "type": ["string", "null"],
+                "description": "The section's heading; null for the text before the first one.",
+            },
+            "line_start": {"type": "integer", "description": "The section's first line."},
+            "line_end": {"type": "integer", "description": "The section's last line."},
+            "score": {"type": "number", "description": "BM25 relevance; higher is better."},
+            "snippet": {
+                "type": "array",
+                "items": snippet_line,
+                "description": "The section's lines that match best, with their numbers.",
+            },
+        }),
+        &[
+            "file",
+            "heading",
+            "line_start",
+            "line_end",
+            "score",
+            "snippet",
+        ],
+    );
+    let skipped = facts_schema::object(
+        json!({"file": {"type": "string"}, "reason": {"type": "string"}}),
+        &["file", "reason"],
+    );
+    facts_schema::object(
+        json!({
+            "query": {"type": "string"},
+            "hits": {
+                "type": "array",
+                "items": hit,
+                "description": "The best sections, best first, at most limit.",
+            },
+            "total_hits": {
+                "type": "integer",
+                "description": "Sections that match at all (more than hits when limit cut them).",
+            },
+            "sections_searched": {"type": "integer"},
+            "files_searched": {"type": "integer"},
+            "skipped": {
+                "type": "array",
+                "items": skipped,
+                "description": "Memory files that could not be read, and why.",
+            },
+        }),
+        &[
+            "query",
+            "hits",
+            "total_hits",
+            "sections_searched",
+            "files_searched",
+            "skipped",
+        ],
+    )
 }
 
 /// The memory files to search, and the ones that could not be read (with

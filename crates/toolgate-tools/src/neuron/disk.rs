@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
 use super::GROUP;
+use crate::facts_schema;
 use crate::fs::{Fs, blocking, human_bytes};
 
 /// Arguments of `neuron_disk` (none).
@@ -78,6 +79,7 @@ impl TypedTool for DiskTool {
         )
         .group(GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, _args: DiskArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -113,6 +115,45 @@ impl TypedTool for DiskTool {
         })
         .await
     }
+}
+
+/// The facts of [`DiskTool::run`]: per root its space, or the error that
+/// kept it from being read.
+fn facts_schema() -> Value {
+    let root = facts_schema::object(
+        json!({
+            "root": {"type": "string", "description": "The workspace root."},
+            "total_bytes": {"type": "integer", "description": "Size of its file system."},
+            "used_bytes": {"type": "integer"},
+            "available_bytes": {
+                "type": "integer",
+                "description": "What an unprivileged writer may still use (blocks reserved for \
+                                root excluded).",
+            },
+            "inodes_total": {"type": "integer"},
+            "inodes_available": {
+                "type": "integer",
+                "description": "Files that can still be created.",
+            },
+            "read_only": {"type": "boolean"},
+            "error": {
+                "type": "string",
+                "description": "Why the file system could not be read; the other facts are \
+                                then absent.",
+            },
+        }),
+        &["root"],
+    );
+    facts_schema::object(
+        json!({
+            "roots": {
+                "type": "array",
+                "items": root,
+                "description": "Each workspace root, in order.",
+            },
+        }),
+        &["roots"],
+    )
 }
 
 fn line(root: &std::path::Path, space: &Space) -> String {

@@ -18,6 +18,7 @@ use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, T
 use toolgate_sandbox::SandboxCommand;
 
 use super::{GROUP, RuntimeFacts, exec_error};
+use crate::facts_schema;
 use crate::fs::Fs;
 
 /// What a redacted value is replaced with.
@@ -105,6 +106,7 @@ impl TypedTool for EnvTool {
         )
         .group(GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, _args: EnvArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -144,6 +146,30 @@ impl TypedTool for EnvTool {
             "sandbox_backend": outcome.backend.as_str(),
         })))
     }
+}
+
+/// The facts of [`EnvTool::run`].
+fn facts_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "vars": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Name -> value; values of secret-looking names are [redacted], \
+                                credentials in URLs too.",
+            },
+            "redacted": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The names whose values are hidden because they look secret.",
+            },
+            "sandbox_backend": {
+                "enum": ["bwrap", "landlock", "none"],
+                "description": "The sandbox the environment was read in.",
+            },
+        }),
+        &["vars", "redacted", "sandbox_backend"],
+    )
 }
 
 /// `NAME=VALUE\0` records, sorted by name (the last of a repeated name wins,

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
 use super::GROUP;
+use crate::facts_schema;
 use crate::fs::{blocking, human_bytes};
 
 /// cgroup v1 reports "no limit" as a huge page-aligned number; anything at
@@ -70,6 +71,7 @@ impl TypedTool for MemoryTool {
         )
         .group(GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, _args: MemoryArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -124,6 +126,51 @@ fn render(info: MemInfo, cgroup: Option<&CgroupMemory>) -> ToolOutput {
         })),
         "usable_bytes": effective,
     }))
+}
+
+/// The facts of [`render`].
+fn facts_schema() -> Value {
+    let mut cgroup = facts_schema::object(
+        json!({
+            "version": {"enum": [1, 2], "description": "cgroup v1 or v2."},
+            "path": {"type": "string", "description": "The cgroup, as /proc/self/cgroup names it."},
+            "limit_bytes": {
+                "type": ["integer", "null"],
+                "description": "The tightest limit of the cgroup and its ancestors; null: none.",
+            },
+            "current_bytes": {
+                "type": ["integer", "null"],
+                "description": "What the cgroup uses now; null when the kernel does not say.",
+            },
+        }),
+        &["version", "path", "limit_bytes", "current_bytes"],
+    );
+    cgroup["type"] = json!(["object", "null"]);
+    cgroup["description"] = json!(
+        "The memory controller of the cgroup this runtime and its commands live in; null when \
+         none was found."
+    );
+    facts_schema::object(
+        json!({
+            "mem_total_bytes": {"type": "integer", "description": "The host's memory."},
+            "mem_available_bytes": {
+                "type": "integer",
+                "description": "The host's available memory (MemAvailable).",
+            },
+            "cgroup": cgroup,
+            "usable_bytes": {
+                "type": "integer",
+                "description": "About what a command can still use: the smaller of the host's \
+                                available memory and what the cgroup limit leaves.",
+            },
+        }),
+        &[
+            "mem_total_bytes",
+            "mem_available_bytes",
+            "cgroup",
+            "usable_bytes",
+        ],
+    )
 }
 
 /// MemTotal and MemAvailable of /proc/meminfo (given in kB), in bytes.

@@ -13,12 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 use toolgate_sandbox::SandboxCommand;
 
 use super::{GROUP, exec_error};
+use crate::facts_schema;
 use crate::fs::Fs;
 
 /// What is probed, and the arguments that make each print its version.
@@ -147,6 +148,7 @@ impl TypedTool for PackagesTool {
         )
         .group(GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, _args: PackagesArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -167,6 +169,37 @@ impl TypedTool for PackagesTool {
             "missing": inventory.missing,
         })))
     }
+}
+
+/// The facts of [`PackagesTool::run`]: the [`Inventory`] as it serializes.
+fn facts_schema() -> Value {
+    let package = facts_schema::object(
+        json!({
+            "name": {"type": "string", "description": "The program."},
+            "path": {"type": "string", "description": "Where the sandbox's PATH finds it."},
+            "version": {
+                "type": ["string", "null"],
+                "description": "Its version number; null when none was recognised in line.",
+            },
+            "line": {"type": "string", "description": "The first line of its version output."},
+        }),
+        &["name", "path", "version", "line"],
+    );
+    facts_schema::object(
+        json!({
+            "found": {
+                "type": "array",
+                "items": package,
+                "description": "Programs a sandboxed command can run.",
+            },
+            "missing": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Probed programs not on the sandbox's PATH.",
+            },
+        }),
+        &["found", "missing"],
+    )
 }
 
 /// The probe script: one line per program, `FOUND\tname\tpath\toutput` or

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
 use super::{GROUP, RuntimeFacts};
+use crate::facts_schema;
 use crate::fs::Fs;
 
 /// Arguments of `neuron_status` (none).
@@ -45,6 +46,7 @@ impl TypedTool for StatusTool {
         )
         .group(GROUP)
         .parallel_safe(true)
+        .output_schema(facts_schema())
     }
 
     async fn run(&self, _args: StatusArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -92,6 +94,56 @@ impl TypedTool for StatusTool {
             "active_tools": active_tools,
         })))
     }
+}
+
+/// The facts of [`StatusTool::run`].
+fn facts_schema() -> Value {
+    let root = facts_schema::object(
+        json!({
+            "path": {"type": "string"},
+            "access": {
+                "enum": ["rw"],
+                "description": "rw: commands and the file tools may read and write it.",
+            },
+            "usable": {
+                "type": "boolean",
+                "description": "false: it was removed or its permissions changed.",
+            },
+        }),
+        &["path", "access", "usable"],
+    );
+    facts_schema::object(
+        json!({
+            "agent_id": {"type": "string"},
+            "uptime_secs": {"type": "integer", "description": "Seconds since toolgate started."},
+            "cwd": {
+                "type": "string",
+                "description": "The working directory relative paths resolve against.",
+            },
+            "roots": {"type": "array", "items": root, "description": "The workspace roots."},
+            "healthy": {"type": "boolean", "description": "Every root is usable."},
+            "sandbox_backend": {
+                "enum": ["bwrap", "landlock", "none"],
+                "description": "The sandbox commands run in (none: unsandboxed, development \
+                                only).",
+            },
+            "policy_preset": {"type": "string"},
+            "active_tools": {
+                "type": ["integer", "null"],
+                "description": "Tools available now; null when unknown.",
+            },
+        }),
+        &[
+            "agent_id",
+            "uptime_secs",
+            "cwd",
+            "roots",
+            "healthy",
+            "sandbox_backend",
+            "policy_preset",
+            "active_tools",
+        ],
+    )
 }
 
 /// `3d 4h 5m 6s`, leading zero units left out.

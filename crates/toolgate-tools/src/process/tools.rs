@@ -9,12 +9,13 @@ use async_trait::async_trait;
 use rustix::process::Signal;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 
 use super::{Entry, ProcessState, Processes};
+use crate::facts_schema;
 use crate::fs::{unix_seconds, utc_minutes};
 
 /// Longest `process_read` wait.
@@ -71,6 +72,7 @@ impl TypedTool for ProcessStartTool {
         .group("group:runtime")
         .command_arg("/command")
         .path_arg("/cwd")
+        .output_schema(start_schema())
     }
 
     async fn run(
@@ -90,6 +92,24 @@ impl TypedTool for ProcessStartTool {
         ))
         .with_structured(json!({"pid": entry.pid, "output_file": log, "command": entry.command})))
     }
+}
+
+/// The facts of `process_start`.
+fn start_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "pid": {
+                "type": "integer",
+                "description": "The process, for process_read, process_write and process_kill.",
+            },
+            "output_file": {
+                "type": "string",
+                "description": "The file its stdout and stderr go to.",
+            },
+            "command": {"type": "string", "description": "The script it runs."},
+        }),
+        &["pid", "output_file", "command"],
+    )
 }
 
 /// Arguments of `process_list`.
@@ -113,6 +133,7 @@ impl TypedTool for ProcessListTool {
         )
         .group("group:runtime")
         .parallel_safe(true)
+        .output_schema(list_schema())
     }
 
     async fn run(
@@ -143,6 +164,36 @@ impl TypedTool for ProcessListTool {
         }
         Ok(ToolOutput::text(text).with_structured(json!({ "processes": rows })))
     }
+}
+
+/// The facts of `process_list`.
+fn list_schema() -> Value {
+    let process = facts_schema::object(
+        json!({
+            "pid": {"type": "integer"},
+            "command": {"type": "string"},
+            "started": {
+                "type": ["integer", "null"],
+                "description": "Start time, in seconds since the Unix epoch.",
+            },
+            "output_file": {
+                "type": "string",
+                "description": "The file its stdout and stderr go to.",
+            },
+            "status": ProcessState::schema(),
+        }),
+        &["pid", "command", "started", "output_file", "status"],
+    );
+    facts_schema::object(
+        json!({
+            "processes": {
+                "type": "array",
+                "items": process,
+                "description": "Every process this agent started, finished ones included.",
+            },
+        }),
+        &["processes"],
+    )
 }
 
 /// Arguments of `process_read`.
@@ -176,6 +227,7 @@ impl TypedTool for ProcessReadTool {
         )
         .group("group:runtime")
         .parallel_safe(true)
+        .output_schema(read_schema())
     }
 
     async fn run(
@@ -264,6 +316,31 @@ fn read_log(entry: &Entry, offset: Option<u64>, budget: u64) -> Result<ToolOutpu
     })))
 }
 
+/// The facts of [`read_log`].
+fn read_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "pid": {"type": "integer"},
+            "status": ProcessState::schema(),
+            "offset": {
+                "type": "integer",
+                "description": "Byte offset in the output file where the text shown starts.",
+            },
+            "next_offset": {
+                "type": "integer",
+                "description": "Byte offset after the text shown: pass it as offset to read \
+                                what comes next.",
+            },
+            "size": {"type": "integer", "description": "Bytes of output so far."},
+            "more": {
+                "type": "boolean",
+                "description": "Output after next_offset is already waiting to be read.",
+            },
+        }),
+        &["pid", "status", "offset", "next_offset", "size", "more"],
+    )
+}
+
 /// Arguments of `process_write`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -295,6 +372,7 @@ impl TypedTool for ProcessWriteTool {
         )
         .idempotency(Idempotency::AtMostOnce)
         .group("group:runtime")
+        .output_schema(write_schema())
     }
 
     async fn run(
@@ -323,6 +401,18 @@ impl TypedTool for ProcessWriteTool {
         ))
         .with_structured(json!({"pid": entry.pid, "bytes": args.text.len(), "closed": args.close})))
     }
+}
+
+/// The facts of `process_write`.
+fn write_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "pid": {"type": "integer"},
+            "bytes": {"type": "integer", "description": "Bytes sent to its stdin."},
+            "closed": {"type": "boolean", "description": "Its stdin was closed afterwards."},
+        }),
+        &["pid", "bytes", "closed"],
+    )
 }
 
 /// The signals `process_kill` sends.
@@ -364,6 +454,7 @@ impl TypedTool for ProcessKillTool {
         )
         .idempotency(Idempotency::CheckBeforeAct)
         .group("group:runtime")
+        .output_schema(kill_schema())
     }
 
     async fn run(
@@ -411,6 +502,25 @@ impl TypedTool for ProcessKillTool {
             json!({"pid": entry.pid, "status": state, "signalled": true, "escalated": escalated}),
         ))
     }
+}
+
+/// The facts of `process_kill`.
+fn kill_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "pid": {"type": "integer"},
+            "status": ProcessState::schema(),
+            "signalled": {
+                "type": "boolean",
+                "description": "A signal was sent; false when the process had already ended.",
+            },
+            "escalated": {
+                "type": "boolean",
+                "description": "When signalled: it outlived the grace period and got KILL.",
+            },
+        }),
+        &["pid", "status", "signalled"],
+    )
 }
 
 async fn wait_for_end(entry: &Entry, wait: Duration) {

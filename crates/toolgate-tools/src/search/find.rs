@@ -11,6 +11,7 @@ use ignore::WalkState;
 use serde::{Deserialize, Serialize};
 use toolgate_sandbox::{EntryKind, FileStat, Jail};
 
+use crate::facts_schema;
 use crate::search::walk::{self, PathGlobs, SearchError, Target, WalkOptions};
 
 /// What kind of entry.
@@ -279,6 +280,46 @@ fn compare(sort: SortBy, a: &FindEntry, b: &FindEntry) -> Ordering {
 }
 
 impl FindReport {
+    /// The JSON Schema of a report as it serializes (the facts of `find`).
+    pub(crate) fn facts_schema() -> serde_json::Value {
+        use serde_json::json;
+        let entry = facts_schema::object(
+            json!({
+                "path": {"type": "string", "description": "The entry, relative to the workspace."},
+                "type": {"enum": ["file", "dir", "symlink"]},
+                "size": {
+                    "type": "integer",
+                    "description": "Bytes (for a symlink: of the link itself).",
+                },
+                "modified": {
+                    "type": ["integer", "null"],
+                    "description": "Last modification, in seconds since the Unix epoch; null \
+                                    when unknown.",
+                },
+            }),
+            &["path", "type", "size", "modified"],
+        );
+        facts_schema::object(
+            json!({
+                "entries": {"type": "array", "items": entry, "description": "This page's entries."},
+                "total": {
+                    "type": "integer",
+                    "description": "Entries that match (all of them, not only this page).",
+                },
+                "truncated": {
+                    "type": "boolean",
+                    "description": "More entries match than this page holds; call again with \
+                                    offset=next_offset.",
+                },
+                "next_offset": {
+                    "type": ["integer", "null"],
+                    "description": "The offset of the next page; null on the last page.",
+                },
+            }),
+            &["entries", "total", "truncated", "next_offset"],
+        )
+    }
+
     /// One path per line (directories with a trailing `/`), then a
     /// continuation line when truncated, or `No entries found.`.
     #[must_use]

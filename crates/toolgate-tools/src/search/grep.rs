@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use toolgate_sandbox::Jail;
 
 use self::collect::{Collector, FileHits, Rec};
+use crate::facts_schema;
 use crate::search::walk::{self, SearchError, Target, WalkOptions};
 
 /// Largest heap buffer one search may use (a very long line, or a whole file
@@ -191,6 +192,70 @@ impl GrepReport {
             "truncated": self.truncated,
             "next_offset": self.next_offset,
         })
+    }
+
+    /// The JSON Schema of [`GrepReport::facts`].
+    pub(crate) fn facts_schema() -> serde_json::Value {
+        use serde_json::json;
+        let file = facts_schema::object(
+            json!({
+                "path": {"type": "string", "description": "The file, relative to the workspace."},
+                "count": {"type": "integer", "description": "Matching lines in the whole file."},
+                "lines": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "description": "content mode: the line numbers of this page's matches in \
+                                    the file (absent in the other modes).",
+                },
+            }),
+            &["path", "count"],
+        );
+        facts_schema::object(
+            json!({
+                "mode": {"enum": ["content", "files_with_matches", "count"]},
+                "results": {
+                    "type": "array",
+                    "items": file,
+                    "description": "This page's files, sorted by path.",
+                },
+                "files_with_matches": {
+                    "type": "integer",
+                    "description": "Files with at least one match (all of them, not only this \
+                                    page).",
+                },
+                "total_matches": {
+                    "type": "integer",
+                    "description": "Matching lines in all files.",
+                },
+                "files_searched": {"type": "integer"},
+                "binary_files_skipped": {"type": "integer"},
+                "unreadable_files_skipped": {
+                    "type": "integer",
+                    "description": "Files that could not be opened or read, or were refused.",
+                },
+                "truncated": {
+                    "type": "boolean",
+                    "description": "There are more results than this page; call again with \
+                                    offset=next_offset.",
+                },
+                "next_offset": {
+                    "type": ["integer", "null"],
+                    "description": "The offset of the next page (counting matching lines in \
+                                    content mode, files otherwise); null on the last page.",
+                },
+            }),
+            &[
+                "mode",
+                "results",
+                "files_with_matches",
+                "total_matches",
+                "files_searched",
+                "binary_files_skipped",
+                "unreadable_files_skipped",
+                "truncated",
+                "next_offset",
+            ],
+        )
     }
 }
 
