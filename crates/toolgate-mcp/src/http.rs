@@ -81,7 +81,7 @@ pub async fn serve_http(
         .with_allowed_hosts(hosts.clone())
         .with_cancellation_token(stop.child_token());
     let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
+    let service = StreamableHttpService::new(move || Ok(server.connection(true)), sessions, config);
     let gate = Gate {
         token: options.token.map(Arc::from),
         hosts: Arc::new(hosts),
@@ -133,7 +133,10 @@ async fn require_token(State(gate): State<Gate>, request: Request, next: Next) -
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            // The scheme is case-insensitive (RFC 9110 section 11.1).
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim_start());
         if !given.is_some_and(|given| same_secret(given.as_bytes(), expected.as_bytes())) {
             return (
                 StatusCode::UNAUTHORIZED,

@@ -4,6 +4,7 @@
 #![allow(deprecated)] // Roots and logging are deprecated in MCP 2026-07-28 but
 // are how every client of 2025-11-25 and earlier offers roots and log levels.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,19 +39,25 @@ pub struct Scope {
     pub roots: Vec<PathBuf>,
 }
 
-/// Builds the scopes sessions run in.
+/// Builds the scopes connections run in.
 pub trait ScopeSource: Send + Sync + 'static {
-    /// The scope over the operator's roots (used when the client offers none).
-    fn operator(&self) -> Arc<Scope>;
-    /// A scope over `roots`, each inside an operator root (a client's roots
-    /// after [`crate::narrow_roots`]).
-    fn narrowed(&self, roots: &[PathBuf]) -> Result<Arc<Scope>, String>;
+    /// The operator's roots (absolute, canonical).
+    fn operator_roots(&self) -> Vec<PathBuf>;
+    /// A new scope over `roots`: the operator's, or narrower ones inside
+    /// them (a client's roots after [`crate::narrow_roots`]). Each scope has
+    /// its own background processes, which end when it is dropped.
+    fn scope(&self, roots: &[PathBuf]) -> Result<Scope, String>;
 }
 
 /// What all connections share.
 struct Shared {
     source: Arc<dyn ScopeSource>,
+    /// The scope over the operator's roots that connections without a
+    /// session of their own use (stdio, stateless HTTP requests).
     operator: Arc<Scope>,
+    /// Narrowed scopes of connections without a session of their own, by
+    /// roots, so background processes outlive the request that started them.
+    narrowed: Mutex<HashMap<Vec<PathBuf>, Arc<Scope>>>,
     tools: Vec<Tool>,
     calls: AtomicU64,
 }
@@ -64,8 +71,8 @@ pub struct McpServer {
 impl McpServer {
     /// A server over the scopes of `source`; the tool list is the operator
     /// scope's active tools.
-    pub fn new(source: Arc<dyn ScopeSource>) -> Self {
-        let operator = source.operator();
+    pub fn new(source: Arc<dyn ScopeSource>) -> Result<Self, String> {
+        let operator = Arc::new(source.scope(&source.operator_roots())?);
         let tools = operator
             .executor
             .tools()
@@ -73,14 +80,15 @@ impl McpServer {
             .filter(|t| !t.deferred && t.access == Access::Active)
             .map(|t| to_mcp_tool(&t.spec))
             .collect();
-        McpServer {
+        Ok(McpServer {
             shared: Arc::new(Shared {
                 source,
                 operator,
+                narrowed: Mutex::new(HashMap::new()),
                 tools,
                 calls: AtomicU64::new(0),
             }),
-        }
+        })
     }
 
     /// The tools a client sees.
@@ -88,9 +96,12 @@ impl McpServer {
         &self.shared.tools
     }
 
-    /// The handler of one new connection or session.
-    pub(crate) fn connection(&self) -> Connection {
+    /// The handler of one new connection (`own_scope: false`: it uses the
+    /// shared scopes) or HTTP session (`own_scope: true`: its background
+    /// processes are its own and end with it).
+    pub(crate) fn connection(&self, own_scope: bool) -> Connection {
         Connection {
+            own_scope,
             shared: self.shared.clone(),
             state: Arc::new(Mutex::new(ConnectionState {
                 level: LoggingLevel::Info,
@@ -116,7 +127,7 @@ pub enum ServeError {
 /// gets SIGINT/SIGTERM. Nothing but protocol goes to stdout.
 pub async fn serve_stdio(server: McpServer) -> Result<(), ServeError> {
     let running = server
-        .connection()
+        .connection(false)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServeError::Handshake(e.to_string()))?;
@@ -149,6 +160,7 @@ enum Resolved {
 /// One client connection (stdio) or HTTP session.
 #[derive(Clone)]
 pub(crate) struct Connection {
+    own_scope: bool,
     shared: Arc<Shared>,
     state: Arc<Mutex<ConnectionState>>,
 }
@@ -190,7 +202,8 @@ impl Connection {
             .client_capabilities()
             .is_some_and(|caps| caps.roots.is_some());
         if !offers_roots {
-            let resolved = Resolved::Ready(self.shared.operator.clone());
+            let roots = self.shared.operator.roots.clone();
+            let resolved = self.scope_over(roots, context);
             self.state().scope = Some(resolved.clone());
             return Ok(Ok(resolved));
         }
@@ -236,10 +249,41 @@ impl Connection {
         Ok(Ok(resolved))
     }
 
+    /// A scope over `roots`: a new one for a session of its own (2025-11-25
+    /// and older over HTTP), else the shared one (stdio, whose one connection
+    /// is the session; stateless 2026-07-28 requests, which have none).
+    fn scope_over(&self, roots: Vec<PathBuf>, context: &RequestContext<RoleServer>) -> Resolved {
+        let shared = &self.shared;
+        let resolved = |scope: Result<Arc<Scope>, String>| match scope {
+            Ok(scope) => Resolved::Ready(scope),
+            Err(message) => {
+                Resolved::Unusable(format!("cannot work in {}: {message}", shown(&roots)))
+            }
+        };
+        if self.own_scope && !is_modern(context) {
+            return resolved(shared.source.scope(&roots).map(Arc::new));
+        }
+        if roots == shared.operator.roots {
+            return Resolved::Ready(shared.operator.clone());
+        }
+        let mut cache = shared
+            .narrowed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(scope) = cache.get(&roots) {
+            return Resolved::Ready(scope.clone());
+        }
+        let scope = shared.source.scope(&roots).map(Arc::new);
+        if let Ok(scope) = &scope {
+            cache.insert(roots.clone(), scope.clone());
+        }
+        resolved(scope)
+    }
+
     async fn narrow(&self, uris: &[String], context: &RequestContext<RoleServer>) -> Resolved {
         let operator = &self.shared.operator;
         if uris.is_empty() {
-            return Resolved::Ready(operator.clone());
+            return self.scope_over(operator.roots.clone(), context);
         }
         let narrowed = narrow_roots(&operator.roots, uris);
         for refused in &narrowed.refused {
@@ -255,18 +299,15 @@ impl Connection {
                 shown(&operator.roots)
             ));
         }
-        if narrowed.roots == operator.roots {
-            return Resolved::Ready(operator.clone());
+        let resolved = self.scope_over(narrowed.roots, context);
+        if let Resolved::Ready(scope) = &resolved
+            && scope.roots != operator.roots
+        {
+            let message = format!("working in the client's roots: {}", shown(&scope.roots));
+            eprintln!("toolgate: {message}");
+            self.log(context, LoggingLevel::Info, json!(message)).await;
         }
-        match self.shared.source.narrowed(&narrowed.roots) {
-            Ok(scope) => {
-                let message = format!("working in the client's roots: {}", shown(&scope.roots));
-                eprintln!("toolgate: {message}");
-                self.log(context, LoggingLevel::Info, json!(message)).await;
-                Resolved::Ready(scope)
-            }
-            Err(message) => Resolved::Unusable(message),
-        }
+        resolved
     }
 
     /// Runs the call in `scope`, forwarding output lines as progress when the
@@ -426,8 +467,8 @@ impl ServerHandler for Connection {
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
-        // The next call asks again; a narrowed scope of the old roots goes
-        // away with its background processes.
+        // The next call asks again. A session's own scope of the old roots
+        // goes away with its background processes once no call uses it.
         self.state().scope = None;
     }
 }

@@ -18,41 +18,24 @@ struct ConfiguredScopes {
     settings: Settings,
     env: Environment,
     demo: bool,
-    operator: Arc<Scope>,
-}
-
-impl ConfiguredScopes {
-    fn new(settings: Settings, env: Environment, demo: bool) -> Result<Self> {
-        let operator = Arc::new(scope(&settings, &env, demo)?);
-        Ok(ConfiguredScopes {
-            settings,
-            env,
-            demo,
-            operator,
-        })
-    }
-}
-
-fn scope(settings: &Settings, env: &Environment, demo: bool) -> Result<Scope> {
-    Ok(Scope {
-        executor: crate::executor(settings, env, demo)?,
-        // The policy resolves relative paths where the tools do.
-        cwd: crate::sandbox::working_dir(settings, env),
-        roots: settings.roots.clone(),
-    })
 }
 
 impl ScopeSource for ConfiguredScopes {
-    fn operator(&self) -> Arc<Scope> {
-        self.operator.clone()
+    fn operator_roots(&self) -> Vec<PathBuf> {
+        self.settings.roots.clone()
     }
 
-    fn narrowed(&self, roots: &[PathBuf]) -> Result<Arc<Scope>, String> {
+    fn scope(&self, roots: &[PathBuf]) -> Result<Scope, String> {
         let mut settings = self.settings.clone();
         settings.roots = roots.to_vec();
-        scope(&settings, &self.env, self.demo)
-            .map(Arc::new)
-            .map_err(|e| format!("cannot work in the client's roots: {e:#}"))
+        let env = &self.env;
+        let executor = crate::executor(&settings, env, self.demo).map_err(|e| format!("{e:#}"))?;
+        Ok(Scope {
+            executor,
+            // The policy resolves relative paths where the tools do.
+            cwd: crate::sandbox::working_dir(&settings, env),
+            roots: settings.roots,
+        })
     }
 }
 
@@ -113,8 +96,12 @@ impl Exposure {
 }
 
 fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
-    let scopes = ConfiguredScopes::new(settings, env, demo)?;
-    Ok(McpServer::new(Arc::new(scopes)))
+    let scopes = ConfiguredScopes {
+        settings,
+        env,
+        demo,
+    };
+    McpServer::new(Arc::new(scopes)).map_err(anyhow::Error::msg)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
