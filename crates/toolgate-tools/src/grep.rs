@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
 
 use crate::fs::{Fs, blocking};
-use crate::search::grep::{CaseMode, GrepMode, GrepOptions, GrepReport, grep};
+use crate::search::grep::{CaseMode, GrepMode, GrepOptions, GrepReport, grep_with_progress};
 use crate::search::walk::SearchError;
 
 /// Arguments of `grep`.
@@ -101,7 +101,7 @@ impl TypedTool for GrepTool {
         .output_schema(GrepReport::facts_schema())
     }
 
-    async fn run(&self, args: GrepArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, args: GrepArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let place = self.fs.locate(&args.path)?;
         let limits = *self.fs.limits();
         let context = args.context.unwrap_or(0);
@@ -123,8 +123,10 @@ impl TypedTool for GrepTool {
             multiline: args.multiline,
             word: args.word,
         };
+        let progress = ctx.progress.clone();
         blocking(move || {
-            let report = grep(&place.jail, &place.rel, &options).map_err(search_error)?;
+            let report = grep_with_progress(&place.jail, &place.rel, &options, &progress)
+                .map_err(search_error)?;
             Ok(ToolOutput::text(report.render()).with_structured(report.facts()))
         })
         .await

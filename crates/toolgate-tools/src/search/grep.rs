@@ -16,6 +16,7 @@ use grep_searcher::{
 };
 use ignore::WalkState;
 use serde::{Deserialize, Serialize};
+use toolgate_core::Progress;
 use toolgate_sandbox::Jail;
 
 use self::collect::{Collector, FileHits, Rec};
@@ -262,6 +263,20 @@ impl GrepReport {
 /// Searches `start` (relative to the jail root; a directory is walked, a file
 /// is searched alone) for `opts.pattern`.
 pub fn grep(jail: &Jail, start: &Path, opts: &GrepOptions) -> Result<GrepReport, SearchError> {
+    grep_with_progress(jail, start, opts, &Progress::default())
+}
+
+/// How often a long search says how far it got, in files searched.
+const PROGRESS_EVERY_FILES: u64 = 1000;
+
+/// [`grep`], reporting `searched N files` to `progress` every
+/// [`PROGRESS_EVERY_FILES`] files, so a client sees a long search move.
+pub fn grep_with_progress(
+    jail: &Jail,
+    start: &Path,
+    opts: &GrepOptions,
+    progress: &Progress,
+) -> Result<GrepReport, SearchError> {
     let matcher = build_matcher(opts)?;
     let walk_opts = WalkOptions {
         hidden: opts.hidden,
@@ -289,7 +304,14 @@ pub fn grep(jail: &Jail, start: &Path, opts: &GrepOptions) -> Result<GrepReport,
     let need = opts.offset.saturating_add(opts.limit);
     let collector = Mutex::new(Collector::new(content, need));
     let keep = if content { need as u64 } else { 0 };
-    let job = Job::new(jail, &matcher, &collector, keep, opts.max_line_chars);
+    let job = Job::new(
+        jail,
+        &matcher,
+        &collector,
+        keep,
+        opts.max_line_chars,
+        progress,
+    );
     match target {
         Target::File(rel) => {
             let mut worker = job.worker(&searcher_builder);
@@ -368,6 +390,7 @@ struct Job<'a> {
     /// Matching lines whose text is stored per file (0: store none).
     keep: u64,
     max_chars: usize,
+    progress: &'a Progress,
     searched: AtomicU64,
     binary: AtomicU64,
     unreadable: AtomicU64,
@@ -380,6 +403,7 @@ impl Job<'_> {
         collector: &'a Mutex<Collector>,
         keep: u64,
         max_chars: usize,
+        progress: &'a Progress,
     ) -> Job<'a> {
         Job {
             jail,
@@ -387,6 +411,7 @@ impl Job<'_> {
             collector,
             keep,
             max_chars,
+            progress,
             searched: AtomicU64::new(0),
             binary: AtomicU64::new(0),
             unreadable: AtomicU64::new(0),
@@ -433,7 +458,10 @@ impl Job<'_> {
             .searcher
             .search_file(&worker.matcher, &file, &mut sink);
         let binary = sink.binary;
-        self.searched.fetch_add(1, Relaxed);
+        let searched = self.searched.fetch_add(1, Relaxed) + 1;
+        if searched % PROGRESS_EVERY_FILES == 0 {
+            self.progress.report(&format!("searched {searched} files"));
+        }
         if result.is_err() {
             self.unreadable.fetch_add(1, Relaxed);
         } else if binary {

@@ -451,7 +451,8 @@ fn a_path_swapped_for_an_escaping_symlink_is_refused_and_counted() {
     tree.symlink("../outside/needle.txt", "f.txt");
     let matcher = build_matcher(&opts("needle")).unwrap();
     let collector = Mutex::new(Collector::new(true, 10));
-    let job = Job::new(&tree.jail, &matcher, &collector, 10, 100);
+    let silent = Progress::default();
+    let job = Job::new(&tree.jail, &matcher, &collector, 10, 100, &silent);
     let mut worker = job.worker(&SearcherBuilder::new());
     let mut hits = FileHits::default();
     job.search(&mut worker, Path::new("f.txt"), "f.txt".into(), &mut hits);
@@ -467,5 +468,22 @@ fn a_path_swapped_for_an_escaping_symlink_is_refused_and_counted() {
     assert_eq!(
         report.render(),
         "No matches.\n[1 unreadable or refused files skipped]"
+    );
+}
+
+#[test]
+fn a_long_search_reports_how_far_it_got() {
+    let tree = Tree::new(&[]);
+    for i in 0..2500 {
+        tree.write(&format!("d{}/f{i}.txt", i % 10), b"nothing here\n");
+    }
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let progress = Progress::new(move |m: &str| sink.lock().unwrap().push(m.to_owned()));
+    let report = grep_with_progress(&tree.jail, Path::new(""), &opts("needle"), &progress).unwrap();
+    assert_eq!(report.files_searched, 2500);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["searched 1000 files", "searched 2000 files"]
     );
 }
