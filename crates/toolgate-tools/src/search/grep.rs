@@ -459,7 +459,7 @@ impl Job<'_> {
             .search_file(&worker.matcher, &file, &mut sink);
         let binary = sink.binary;
         let searched = self.searched.fetch_add(1, Relaxed) + 1;
-        if searched % PROGRESS_EVERY_FILES == 0 {
+        if searched.is_multiple_of(PROGRESS_EVERY_FILES) {
             self.progress.report(&format!("searched {searched} files"));
         }
         if result.is_err() {
