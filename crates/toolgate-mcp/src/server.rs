@@ -380,18 +380,30 @@ async fn forward_progress(
 ) {
     let mut count: u64 = 0;
     loop {
-        let line = tokio::select! {
-            line = lines.recv() => line,
-            () = finished.cancelled() => None,
+        let (first, done) = tokio::select! {
+            line = lines.recv() => (line, false),
+            () = finished.cancelled() => (None, true),
         };
-        let Some(mut last) = line else { break };
-        count += 1;
+        // What arrived together goes out as one notification; after the
+        // call, the lines still queued go out before the result does.
+        // `None` without `done`: every sender is gone.
+        let closed = first.is_none() && !done;
+        let mut last = first;
+        if last.is_some() {
+            count += 1;
+        }
         while let Ok(more) = lines.try_recv() {
             count += 1;
-            last = more;
+            last = Some(more);
         }
-        let note = ProgressNotificationParam::new(token.clone(), count as f64).with_message(last);
-        let _ = peer.notify_progress(note).await;
+        if let Some(message) = last {
+            let note =
+                ProgressNotificationParam::new(token.clone(), count as f64).with_message(message);
+            let _ = peer.notify_progress(note).await;
+        }
+        if done || closed {
+            break;
+        }
     }
 }
 

@@ -43,13 +43,15 @@ impl Served {
         let sink = stderr.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("serving MCP at ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = sender.send(url.to_owned());
-                }
+                // Kept before the URL is announced, so stderr() has the line
+                // as soon as start() returns.
                 if let Ok(mut all) = sink.lock() {
                     all.push_str(&line);
                     all.push('\n');
+                }
+                if let Some(rest) = line.split("serving MCP at ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = sender.send(url.to_owned());
                 }
             }
         });
