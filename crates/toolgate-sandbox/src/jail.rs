@@ -42,6 +42,7 @@
 
 mod atomic;
 mod error;
+mod list;
 mod protect;
 
 use std::ffi::OsStr;
@@ -285,28 +286,22 @@ impl Jail {
     /// reported as [`EntryKind::Symlink`] and not followed.
     pub fn list(&self, path: &Path) -> Result<Vec<EntryInfo>, JailError> {
         let rel = self.relative(path)?;
-        let dir = self.open_dir(&rel)?;
-        let entries = dir.entries().map_err(|e| self.err(&rel, e))?;
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| self.err(&rel, e))?;
-            // lstat of the entry itself (cap-std's DirEntry never follows).
-            let meta = match entry.metadata() {
-                Ok(meta) => meta,
-                // Removed since readdir saw it: not there any more.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(self.err(&rel.join(entry.file_name()), e)),
-            };
-            out.push(EntryInfo {
-                name: entry.file_name().to_string_lossy().into_owned(),
-                kind: kind_of(meta.file_type()),
-                size: meta.len(),
-                modified: modified(&meta),
-                mode: meta.mode(),
-            });
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        let mut options = OpenOptions::new();
+        // Opened for reading its entries (cap-std's `open_dir` gives an
+        // O_PATH handle that getdents cannot read), resolved beneath the
+        // root like every other path. O_DIRECTORY: a file, FIFO or device
+        // at `rel` fails here (ENOTDIR) and is never opened.
+        options
+            .read(true)
+            .custom_flags(OFlags::DIRECTORY.bits().cast_signed());
+        let dir = self
+            .dir
+            .open_with(cap_path(&rel), &options)
+            .map_err(|e| self.err(&rel, e))?;
+        list::entries(&Dir::from_std_file(dir.into_std())).map_err(|(name, e)| match name {
+            Some(name) => self.err(&rel.join(name), e),
+            None => self.err(&rel, e),
+        })
     }
 
     /// Creates a directory and its missing parents. Fine if it exists.

@@ -98,6 +98,54 @@ fn calls(c: &mut Criterion) {
     group.finish();
 }
 
+/// The small calls of `bench/mcp-servers.sh`, in process: a 2 KB file and a
+/// directory of 50 small files (what the whole-process comparison measures
+/// over MCP, minus the transport).
+fn small_calls(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("root");
+    std::fs::create_dir_all(root.join("dir50")).unwrap();
+    let mut small = String::from("SMALL_FIRST_LINE_MARKER\n");
+    for i in 0..38 {
+        writeln!(
+            small,
+            "line {i:03} of a small text file, about two kilobytes"
+        )
+        .unwrap();
+    }
+    small.push_str("SMALL_LAST_LINE_MARKER\n");
+    std::fs::write(root.join("small.txt"), small).unwrap();
+    for i in 0..50 {
+        std::fs::write(
+            root.join(format!("dir50/entry_{i:02}.txt")),
+            format!("entry {i}\n"),
+        )
+        .unwrap();
+    }
+    let executor = executor(&root, tmp.path().join("state"));
+    let ctx = CallContext::new("bench", "bench", root.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("fs_small");
+    let cases: [(&str, &str, Value); 2] = [
+        ("read_2kb_file", "read", json!({"path": "small.txt"})),
+        ("ls_50_entries", "ls", json!({"path": "dir50"})),
+    ];
+    for (id, tool, args) in cases {
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                let out = rt
+                    .block_on(executor.call(tool, args.clone(), &ctx))
+                    .unwrap();
+                black_box(out);
+            });
+        });
+    }
+    group.finish();
+}
+
 /// Paging deep into a 50 MB log: the first call scans the whole file (line
 /// count, sha256); later calls of the same tool seek to the page using what
 /// that scan noted.
@@ -143,5 +191,5 @@ fn large_file(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, calls, large_file);
+criterion_group!(benches, calls, small_calls, large_file);
 criterion_main!(benches);

@@ -142,6 +142,33 @@ where
         .map_err(|e| ToolError::Failed(format!("internal error: {e}")))?
 }
 
+/// Runs short blocking file work (one directory listing, one page of one
+/// file) on this thread, where the runtime allows it: on a multi-thread
+/// runtime `block_in_place` first hands this worker's other tasks to another
+/// thread, so none of them waits. That saves the two thread wake-ups of a
+/// trip through the blocking pool and back, the larger part of a small
+/// `read` or `ls`. On a current-thread runtime (which cannot hand its tasks
+/// over) the work goes to the blocking pool as in [`blocking`].
+pub(crate) async fn blocking_short<T, F>(work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi_thread = Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if !multi_thread {
+        return blocking(work).await;
+    }
+    // A panic stays a failed call, as it is through the blocking pool.
+    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
+        .unwrap_or_else(|_| {
+            Err(ToolError::Failed(
+                "internal error: the tool panicked".to_owned(),
+            ))
+        })
+}
+
 /// A jail error as the model sees it (its message says what to do next).
 pub(crate) fn jail_error(e: JailError) -> ToolError {
     ToolError::Failed(e.to_string())
@@ -164,38 +191,60 @@ pub(crate) fn unix_seconds(time: Option<std::time::SystemTime>) -> Option<u64> {
 
 /// `YYYY-MM-DD HH:MM` in UTC, for listings.
 pub(crate) fn utc_minutes(secs: u64) -> String {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    UtcMinutes(secs).to_string()
+}
+
+/// Seconds since the Unix epoch shown as `YYYY-MM-DD HH:MM` in UTC; writes
+/// into a listing without a String of its own.
+pub(crate) struct UtcMinutes(pub u64);
+
+impl std::fmt::Display for UtcMinutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = self.0;
+        let days = secs / 86_400;
+        let rem = secs % 86_400;
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days as i64 + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+            rem / 3600,
+            rem % 3600 / 60
+        )
+    }
 }
 
 /// A byte count for people: `812 B`, `4.0 KiB`, `12.3 MiB`.
 pub(crate) fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
+    HumanBytes(bytes).to_string()
+}
+
+/// [`human_bytes`] as a Display, for writing straight into a listing.
+pub(crate) struct HumanBytes(pub u64);
+
+impl std::fmt::Display for HumanBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+        let bytes = self.0;
+        if bytes < 1024 {
+            return write!(f, "{bytes} B");
+        }
+        let mut value = bytes as f64 / 1024.0;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        write!(f, "{value:.1} {}", UNITS[unit])
     }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]

@@ -1,17 +1,18 @@
 //! `ls`: a directory listing, or a tree a few levels deep.
 
-use std::path::{Path, PathBuf};
+use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, TypedTool};
-use toolgate_sandbox::{EntryInfo, EntryKind};
+use toolgate_sandbox::{EntryInfo, EntryKind, JailError};
 
 use crate::facts_schema;
-use crate::fs::{Fs, Located, blocking, human_bytes, jail_error, unix_seconds, utc_minutes};
+use crate::fs::{Fs, HumanBytes, Located, UtcMinutes, blocking_short, jail_error, unix_seconds};
 
 /// Deepest tree `ls` draws.
 const MAX_DEPTH: u32 = 10;
@@ -68,7 +69,7 @@ impl TypedTool for LsTool {
         let place = self.fs.locate(&args.path)?;
         let limit = args.limit.unwrap_or(self.fs.limits().results).max(1);
         let depth = args.depth.unwrap_or(1).clamp(1, MAX_DEPTH);
-        blocking(move || ls(&place, depth, args.hidden, limit)).await
+        blocking_short(move || ls(&place, depth, args.hidden, limit)).await
     }
 }
 
@@ -81,23 +82,29 @@ struct Listing {
 }
 
 fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOutput, ToolError> {
-    let stat = place.jail.stat(&place.rel).map_err(jail_error)?;
-    if stat.kind != EntryKind::Dir {
-        return Err(ToolError::Failed(format!(
-            "`{}` is not a directory; read it with read, or list its parent",
-            place.shown
-        )));
-    }
+    let shown = place.shown.trim_end_matches('/');
     let mut listing = Listing {
-        text: String::new(),
+        text: format!("{shown}/\n"),
         entries: Vec::new(),
         limit,
         truncated: false,
         hidden,
     };
-    walk(place, &place.rel, 0, depth, &mut listing)?;
-    let mut text = format!("{}/\n{}", place.shown.trim_end_matches('/'), listing.text);
-    let count = listing.entries.len();
+    let absolute = place.shown.starts_with('/');
+    // The listing itself tells whether the path is a directory; only when it
+    // fails is the path looked at again, for the message that fits.
+    let entries = match place.jail.list(&place.rel) {
+        Ok(entries) => entries,
+        Err(e) => return Err(not_listable(place, e)),
+    };
+    walk(place, &place.rel, entries, 0, depth, absolute, &mut listing)?;
+    let Listing {
+        mut text,
+        entries,
+        truncated,
+        ..
+    } = listing;
+    let count = entries.len();
     if count == 0 {
         text.push_str(if hidden {
             "[empty directory]\n"
@@ -105,17 +112,31 @@ fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOut
             "[no entries; hidden ones are shown with hidden=true]\n"
         });
     }
-    if listing.truncated {
+    if truncated {
         text.push_str(&format!(
             "[stopped at {count} entries; list a subdirectory, lower depth, or raise limit]\n"
         ));
     }
-    Ok(ToolOutput::text(text).with_structured(json!({
-        "path": place.shown,
-        "entries": listing.entries,
-        "count": count,
-        "truncated": listing.truncated,
-    })))
+    // Built by hand, in json!'s key order: json! would deep-copy `entries`.
+    let mut facts = Map::new();
+    facts.insert("path".to_owned(), Value::String(place.shown.clone()));
+    facts.insert("entries".to_owned(), Value::Array(entries));
+    facts.insert("count".to_owned(), count.into());
+    facts.insert("truncated".to_owned(), truncated.into());
+    Ok(ToolOutput::text(text).with_structured(Value::Object(facts)))
+}
+
+/// Why `place` cannot be listed: a file (or a symlink to one) gets a hint to
+/// read it; anything else keeps the jail's own error.
+fn not_listable(place: &Located, error: JailError) -> ToolError {
+    match place.jail.stat(&place.rel) {
+        Err(e) => jail_error(e),
+        Ok(stat) if stat.kind != EntryKind::Dir => ToolError::Failed(format!(
+            "`{}` is not a directory; read it with read, or list its parent",
+            place.shown
+        )),
+        Ok(_) => jail_error(error),
+    }
 }
 
 /// The facts of [`ls`] (the entries as [`walk`] lists them).
@@ -159,30 +180,46 @@ fn facts_schema() -> Value {
 fn walk(
     place: &Located,
     dir: &Path,
+    mut entries: Vec<EntryInfo>,
     level: u32,
     depth: u32,
+    absolute: bool,
     out: &mut Listing,
 ) -> Result<(), ToolError> {
-    let mut entries = place.jail.list(dir).map_err(jail_error)?;
     entries.retain(|e| out.hidden || !e.name.starts_with('.'));
     // Directories first, each group by name (list() sorted by name already).
     entries.sort_by_key(|e| e.kind != EntryKind::Dir);
+    // How the entries' paths are shown: `dir` as `Located::sibling` shows
+    // it, then `/name` (no separator after an empty or `/`-ending prefix,
+    // as `Path::join` does).
+    let prefix = if absolute {
+        place.jail.root().join(dir).display().to_string()
+    } else {
+        dir.display().to_string()
+    };
+    let separator = if prefix.is_empty() || prefix.ends_with('/') {
+        ""
+    } else {
+        "/"
+    };
     for entry in entries {
         if out.entries.len() >= out.limit {
             out.truncated = true;
             return Ok(());
         }
-        let rel: PathBuf = dir.join(&entry.name);
         line(&mut out.text, &entry, level);
+        let modified = unix_seconds(entry.modified);
         out.entries.push(json!({
-            "path": place.sibling(rel.clone()).shown,
+            "path": format!("{prefix}{separator}{}", entry.name),
             "type": kind_word(entry.kind),
             "size": entry.size,
-            "modified": unix_seconds(entry.modified),
+            "modified": modified,
         }));
         // `.git` is listed but not descended into: its inside is git's.
         if entry.kind == EntryKind::Dir && level + 1 < depth && entry.name != ".git" {
-            walk(place, &rel, level + 1, depth, out)?;
+            let rel = dir.join(&entry.name);
+            let inner = place.jail.list(&rel).map_err(jail_error)?;
+            walk(place, &rel, inner, level + 1, depth, absolute, out)?;
             if out.truncated {
                 return Ok(());
             }
@@ -191,20 +228,25 @@ fn walk(
     Ok(())
 }
 
+/// One row of the text listing, as `  name  4.0 KiB  2026-12-01 13:01`.
 fn line(text: &mut String, entry: &EntryInfo, level: u32) {
-    let indent = "  ".repeat(level as usize + 1);
-    let modified = unix_seconds(entry.modified).map_or(String::new(), utc_minutes);
-    let row = match entry.kind {
-        EntryKind::Dir => format!("{indent}{}/", entry.name),
-        EntryKind::Symlink => format!("{indent}{}@  symlink", entry.name),
-        EntryKind::File => format!(
-            "{indent}{}  {}  {modified}",
-            entry.name,
-            human_bytes(entry.size)
-        ),
-        EntryKind::Other => format!("{indent}{}  special file", entry.name),
+    for _ in 0..=level {
+        text.push_str("  ");
+    }
+    let name = &entry.name;
+    // Writing to a String cannot fail.
+    let _ = match entry.kind {
+        EntryKind::Dir => write!(text, "{name}/"),
+        EntryKind::Symlink => write!(text, "{name}@  symlink"),
+        EntryKind::File => {
+            let size = HumanBytes(entry.size);
+            match unix_seconds(entry.modified) {
+                Some(secs) => write!(text, "{name}  {size}  {}", UtcMinutes(secs)),
+                None => write!(text, "{name}  {size}"),
+            }
+        }
+        EntryKind::Other => write!(text, "{name}  special file"),
     };
-    text.push_str(row.trim_end());
     text.push('\n');
 }
 

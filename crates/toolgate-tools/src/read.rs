@@ -1,6 +1,7 @@
 //! `read`: a file's text with line numbers, a page at a time; images as
 //! image content; binary files described, never dumped.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -17,7 +18,7 @@ use toolgate_core::{
 use toolgate_sandbox::JailError;
 
 use crate::facts_schema;
-use crate::fs::{Fs, Located, blocking, jail_error};
+use crate::fs::{Fs, Located, blocking_short, jail_error};
 use crate::text::{self, ImageKind, LineEndings};
 
 mod facts;
@@ -83,7 +84,7 @@ impl TypedTool for ReadTool {
         let place = self.fs.locate(&args.path)?;
         let limits = *self.fs.limits();
         let facts = self.facts.clone();
-        blocking(move || read(&place, &args, &limits, &facts)).await
+        blocking_short(move || read(&place, &args, &limits, &facts)).await
     }
 }
 
@@ -289,12 +290,14 @@ impl Page {
             }
             let decoded = String::from_utf8_lossy(body);
             let shown = text::cut_line(&decoded, limits.line_chars);
-            let row = format!("{number:>6}\t{shown}\n");
+            // The row is `{number:>6}\t{shown}\n`, written straight into the
+            // page once it is known to fit.
+            let digits = number.checked_ilog10().map_or(1, |d| d as usize + 1);
+            let row_len = digits.max(6) + 1 + shown.len() + 1;
             // The whole row must fit the byte budget (one row at least, so
             // paging always advances).
             let over_lines = number >= offset + limit;
-            let over_bytes =
-                page.last >= offset && page.shown.len() + row.len() > limits.read_bytes;
+            let over_bytes = page.last >= offset && page.shown.len() + row_len > limits.read_bytes;
             if over_lines || over_bytes {
                 page.next = Some(number);
                 if !whole {
@@ -304,7 +307,8 @@ impl Page {
             }
             page.invalid_utf8 |= matches!(decoded, std::borrow::Cow::Owned(_));
             page.cut += u64::from(matches!(shown, std::borrow::Cow::Owned(_)));
-            page.shown.push_str(&row);
+            // Writing to a String cannot fail.
+            let _ = writeln!(page.shown, "{number:>6}\t{shown}");
             page.last = number;
         }
         if !whole {

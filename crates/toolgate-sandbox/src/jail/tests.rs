@@ -232,3 +232,60 @@ fn lstat_describes_a_final_symlink_and_refuses_a_way_outside() {
     let err = jail.lstat(Path::new("out/secret")).unwrap_err();
     assert!(matches!(err, JailError::Escape { .. }), "{err:?}");
 }
+
+#[test]
+fn list_reads_a_directory_larger_than_one_getdents_buffer() {
+    let (_tmp, jail) = setup();
+    let root = jail.root().to_path_buf();
+    fs::create_dir(root.join("big")).unwrap();
+    // 400 names of ~60 bytes: well over the 8 KiB read per getdents64.
+    let mut expected: Vec<String> = (0..400)
+        .map(|i| format!("entry-{i:03}-with-a-name-long-enough-to-fill-the-buffer.txt"))
+        .collect();
+    for (i, name) in expected.iter().enumerate() {
+        fs::write(root.join("big").join(name), vec![b'x'; i]).unwrap();
+    }
+    symlink("../../outside", root.join("big/zz-link")).unwrap();
+    expected.push("zz-link".to_owned());
+    let listing = jail.list(Path::new("big")).unwrap();
+    let names: Vec<_> = listing.iter().map(|e| e.name.clone()).collect();
+    assert_eq!(names, expected);
+    for entry in &listing {
+        let meta = fs::symlink_metadata(root.join("big").join(&entry.name)).unwrap();
+        assert_eq!(entry.size, meta.len(), "{}", entry.name);
+        assert_eq!(
+            entry.modified,
+            Some(meta.modified().unwrap()),
+            "{}",
+            entry.name
+        );
+        assert_eq!(entry.mode, meta.permissions().mode(), "{}", entry.name);
+    }
+    // The dangling link out of the root is described, not followed.
+    assert_eq!(listing.last().unwrap().kind, EntryKind::Symlink);
+}
+
+#[test]
+fn list_of_a_file_or_fifo_is_not_a_directory() {
+    let (_tmp, jail) = setup();
+    let root = jail.root().to_path_buf();
+    fs::write(root.join("f"), "x").unwrap();
+    // A FIFO must fail at once, never block the open.
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("pipe").as_path(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    for path in ["f", "pipe"] {
+        assert!(
+            matches!(
+                jail.list(Path::new(path)),
+                Err(JailError::NotADirectory { .. })
+            ),
+            "{path}"
+        );
+    }
+}
