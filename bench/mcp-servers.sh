@@ -48,12 +48,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 root="$work/root"
 mkdir -p "$work/home" "$work/peers"
-export HOME="$work/home" # no user configuration on either side
-
 if [[ -z "${TOOLGATE:-}" ]]; then
     echo "== building toolgate (release)" >&2
     cargo build --release -q -p toolgate
 fi
+# Only now: cargo and rustup find their toolchain through the real HOME.
+export HOME="$work/home" # no user configuration on either side
+
 [[ -x "$toolgate" ]] || { echo "TOOLGATE=$toolgate is not an executable: build it or point TOOLGATE at one" >&2; exit 1; }
 toolgate="$(realpath "$toolgate")"
 "$toolgate" mcp --help >/dev/null 2>&1 || { echo "$toolgate has no \`mcp\` subcommand: rebuild it" >&2; exit 1; }
