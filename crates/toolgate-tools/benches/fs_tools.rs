@@ -48,6 +48,25 @@ fn executor(root: &Path, state: PathBuf) -> Executor {
         .build()
 }
 
+/// Each case, `(id, tool, args)`, as one benchmark of `group`: the call
+/// through the whole Executor.
+fn bench_cases(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &tokio::runtime::Runtime,
+    executor: &Executor,
+    ctx: &CallContext,
+    cases: &[(&str, &str, Value)],
+) {
+    for (id, tool, args) in cases {
+        group.bench_function(*id, |b| {
+            b.iter(|| {
+                let out = rt.block_on(executor.call(tool, args.clone(), ctx)).unwrap();
+                black_box(out);
+            });
+        });
+    }
+}
+
 fn calls(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap().join("root");
@@ -85,16 +104,7 @@ fn calls(c: &mut Criterion) {
             json!({"path": "big.txt", "old_text": "line 1500:", "new_text": "LINE 1500:", "dry_run": true}),
         ),
     ];
-    for (id, tool, args) in cases {
-        group.bench_function(id, |b| {
-            b.iter(|| {
-                let out = rt
-                    .block_on(executor.call(tool, args.clone(), &ctx))
-                    .unwrap();
-                black_box(out);
-            });
-        });
-    }
+    bench_cases(&mut group, &rt, &executor, &ctx, &cases);
     group.finish();
 }
 
@@ -133,16 +143,7 @@ fn small_calls(c: &mut Criterion) {
         ("read_2kb_file", "read", json!({"path": "small.txt"})),
         ("ls_50_entries", "ls", json!({"path": "dir50"})),
     ];
-    for (id, tool, args) in cases {
-        group.bench_function(id, |b| {
-            b.iter(|| {
-                let out = rt
-                    .block_on(executor.call(tool, args.clone(), &ctx))
-                    .unwrap();
-                black_box(out);
-            });
-        });
-    }
+    bench_cases(&mut group, &rt, &executor, &ctx, &cases);
     group.finish();
 }
 
