@@ -5,6 +5,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+use crate::http::{http_config, serve};
 use crate::{Mode, Project, file_uri, scenario, text};
 
 const NO_CLIENT_ROOT: &str = "none of the client's roots lies inside toolgate's roots";
@@ -12,13 +13,22 @@ const NO_CLIENT_ROOT: &str = "none of the client's roots lies inside toolgate's 
 /// Attack: a client narrows toolgate to a subdirectory, and a call (a
 /// prompt-injected model) then reads or writes beside it in the operator's
 /// root. Only the subdirectory may be reachable, by tools and by bash.
-fn a_client_root_inside_narrows_every_tool(mode: Mode) {
+fn a_client_root_inside_narrows_every_tool(mode: Mode, over_http: bool) {
     let p = Project::new();
     let inside = p.write("sub/inside.txt", "inside text\n");
     let top = p.write("top.txt", "top secret\n");
     let sub = p.root().join("sub");
     let root = p.root();
-    let mut config = p.stdio(mode, &[]);
+    // Over HTTP a 2025-11-25 session is asked with roots/list on its SSE
+    // stream and gets a scope of its own; a 2026-07-28 request is asked again
+    // on every call (no session to remember them in).
+    let served;
+    let mut config = if over_http {
+        served = serve(&p, &[("TOOLGATE_TOKEN", "roots-token")]);
+        http_config(&served, mode, Some("roots-token"))
+    } else {
+        p.stdio(mode, &[])
+    };
     config["roots"] = json!([file_uri(&sub)]);
     config["calls"] = json!([
         ["read", {"path": inside}],
@@ -74,17 +84,27 @@ fn a_client_root_inside_narrows_every_tool(mode: Mode) {
 
 #[test]
 fn a_client_root_inside_narrows_every_tool_legacy() {
-    a_client_root_inside_narrows_every_tool(Mode::Legacy);
+    a_client_root_inside_narrows_every_tool(Mode::Legacy, false);
 }
 
 #[test]
 fn a_client_root_inside_narrows_every_tool_auto() {
-    a_client_root_inside_narrows_every_tool(Mode::Auto);
+    a_client_root_inside_narrows_every_tool(Mode::Auto, false);
 }
 
 /// Checks that every call was refused for want of a usable client root,
 /// that the refusal was logged on stderr and as an MCP log message, and
 /// that `secret` never showed.
+#[test]
+fn a_client_root_inside_narrows_every_tool_over_http_legacy() {
+    a_client_root_inside_narrows_every_tool(Mode::Legacy, true);
+}
+
+#[test]
+fn a_client_root_inside_narrows_every_tool_over_http_auto() {
+    a_client_root_inside_narrows_every_tool(Mode::Auto, true);
+}
+
 fn check_unusable(observed: &Value, secret: &str) {
     for result in observed["results"].as_array().unwrap() {
         assert_eq!(result["is_error"], true, "{result}");
