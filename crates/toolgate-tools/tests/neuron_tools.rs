@@ -17,7 +17,7 @@
 //! and fail loudly when it is missing; they never skip.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
@@ -34,23 +34,9 @@ use toolgate_tools::{Fs, Limits};
 const SECRET_NAME: &str = "SERVICE_API_TOKEN";
 const SECRET_VALUE: &str = "tok-5f1e9c-do-not-show";
 
-/// The stage-2 binary next to this test's target dir (see the module docs).
-fn stage2() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // <target>/debug/deps/neuron_tools-<hash> -> <target>/debug/toolgate-stage2
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|dir| dir.join("toolgate-stage2"))
-        .unwrap();
-    assert!(
-        path.is_file(),
-        "the stage-2 binary is missing at {}: build it into the same target dir first with \
-         `cargo build -p toolgate-sandbox --bin toolgate-stage2` (same CARGO_TARGET_DIR)",
-        path.display()
-    );
-    path
-}
+#[path = "common/stage2.rs"]
+mod stage2;
+use stage2::stage2;
 
 struct Fixture {
     _dir: tempfile::TempDir,

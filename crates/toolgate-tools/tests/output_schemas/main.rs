@@ -33,7 +33,7 @@ mod scenarios;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,23 +96,9 @@ const KEYWORDS: &[&str] = &[
     "oneOf",
 ];
 
-/// The stage-2 binary next to this test's target dir (see the module docs).
-fn stage2() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // <target>/debug/deps/output_schemas-<hash> -> <target>/debug/toolgate-stage2
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|dir| dir.join("toolgate-stage2"))
-        .unwrap();
-    assert!(
-        path.is_file(),
-        "the stage-2 binary is missing at {}: build it into the same target dir first with \
-         `cargo build -p toolgate-sandbox --bin toolgate-stage2` (same CARGO_TARGET_DIR)",
-        path.display()
-    );
-    path
-}
+#[path = "../common/stage2.rs"]
+mod stage2;
+use stage2::stage2;
 
 /// Every tool of the crate over one workspace, behind one executor, and
 /// the facts each call returned.
