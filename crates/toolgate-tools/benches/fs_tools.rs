@@ -67,16 +67,21 @@ fn bench_cases(
     }
 }
 
+/// The runtime the calls are driven on (multi-threaded, as in `toolgate mcp`).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn calls(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap().join("root");
     tree(&root);
     let executor = executor(&root, tmp.path().join("state"));
     let ctx = CallContext::new("bench", "bench", root.clone());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut group = c.benchmark_group("fs_tools");
     let cases: [(&str, &str, Value); 8] = [
         ("read_2000_lines", "read", json!({"path": "big.txt"})),
@@ -134,10 +139,7 @@ fn small_calls(c: &mut Criterion) {
     }
     let executor = executor(&root, tmp.path().join("state"));
     let ctx = CallContext::new("bench", "bench", root.clone());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut group = c.benchmark_group("fs_small");
     let cases: [(&str, &str, Value); 2] = [
         ("read_2kb_file", "read", json!({"path": "small.txt"})),
@@ -164,10 +166,7 @@ fn large_file(c: &mut Criterion) {
     // Facts are kept only for files whose last change is over a second old.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let ctx = CallContext::new("bench", "bench", root.clone());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let args = json!({"path": "huge.log", "offset": n - 500, "limit": 100});
     let call = |executor: &Executor| {
         let out = rt
