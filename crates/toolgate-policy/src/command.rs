@@ -279,16 +279,7 @@ impl CommandPolicy {
         if let Some(reason) = self.binary_denial(&command.name) {
             return Some(reason);
         }
-        // Match `/bin/rm -rf /` as `rm -rf /` too, so patterns need not
-        // anticipate every path a binary can be called by.
-        let canonical = std::iter::once(command.name.as_str())
-            .chain(command.args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let pattern = self
-            .deny_patterns
-            .iter()
-            .find(|p| p.is_match(&command.text) || p.is_match(&canonical))?;
+        let pattern = first_matching(&self.deny_patterns, command)?;
         Some(format!("matches the denied pattern `{}`", pattern.as_str()))
     }
 
@@ -306,6 +297,19 @@ impl CommandPolicy {
             false => format!("`{name}` is a denied command (matches `{pattern}`)"),
         })
     }
+}
+
+/// The first of `patterns` that matches `command`, as written or with its
+/// program's base name: `/bin/rm -rf /` matches as `rm -rf /` too, so patterns
+/// need not anticipate every path a binary can be called by.
+fn first_matching<'p>(patterns: &'p [Regex], command: &SimpleCommand) -> Option<&'p Regex> {
+    let canonical = std::iter::once(command.name.as_str())
+        .chain(command.args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    patterns
+        .iter()
+        .find(|p| p.is_match(&command.text) || p.is_match(&canonical))
 }
 
 fn build_binary_matcher(patterns: &[String]) -> Result<GlobSet, CommandPolicyError> {

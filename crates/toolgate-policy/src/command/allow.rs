@@ -2,7 +2,7 @@
 
 use regex::Regex;
 
-use super::{CommandPolicyError, SimpleCommand, compile_pattern};
+use super::{CommandPolicyError, SimpleCommand, compile_pattern, first_matching};
 
 /// Shell builtins that run no other program, so an allowlist need not name
 /// them: `cd src && ls` must not need `cd` listed. `eval`, `exec`, `source`,
@@ -52,16 +52,7 @@ impl AllowList {
         // and an allowlist errs on the side of refusing.
         let listed = self.commands.contains(&command.name)
             || INERT_BUILTINS.contains(&command.name.as_str());
-        let canonical = std::iter::once(command.name.as_str())
-            .chain(command.args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let matched = || {
-            self.patterns
-                .iter()
-                .any(|p| p.is_match(&command.text) || p.is_match(&canonical))
-        };
-        if listed || matched() {
+        if listed || first_matching(&self.patterns, command).is_some() {
             return None;
         }
         Some(if self.commands.is_empty() {
