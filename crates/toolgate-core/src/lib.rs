@@ -7,8 +7,12 @@
 //! schema before anything runs. [`ToolEvent`]s describe what the pipeline did.
 //!
 //! This crate does no I/O and makes no decisions: policy lives in
-//! `toolgate-policy`, the call pipeline in its `Executor`.
+//! `toolgate-policy`, the call pipeline in its `Executor`. It holds the
+//! facts several layers share: which environment variables change what a
+//! command runs ([`command_env`]) and the did-you-mean of a misspelt name
+//! ([`suggest`]).
 
+pub mod command_env;
 mod decision;
 mod effect;
 mod event;
@@ -16,6 +20,7 @@ mod lexical;
 mod preset;
 mod registry;
 mod spec;
+pub mod suggest;
 mod tool;
 mod validate;
 mod wire;

@@ -373,10 +373,10 @@ impl Executor {
         let hint = if self.registry.get_deferred(name).is_some() {
             ": it is deferred; activate it with mcp_find_tools first".to_owned()
         } else {
-            match closest(name, self.registry.active().map(|t| t.spec().name.as_str())) {
-                Some(near) => format!("; did you mean `{near}`?"),
-                None => String::new(),
-            }
+            toolgate_core::suggest::did_you_mean(
+                name,
+                self.registry.active().map(|t| t.spec().name.as_str()),
+            )
         };
         Err(CallError::UnknownTool {
             name: name.to_owned(),
@@ -642,28 +642,4 @@ fn strings_at<'v>(
         }
     }
     Ok(out)
-}
-
-/// The candidate nearest to `name` by edit distance, if it is near at all.
-fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
-        .min()
-        .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }

@@ -17,6 +17,8 @@ use cleanup::{Audit, Placeholders};
 pub use network::EgressSetup;
 use network::{RunningProxy, egress_for, is_proxy_variable, proxy_environment};
 
+use toolgate_core::command_env;
+
 use crate::egress::EgressRules;
 use crate::plan::{BwrapPlan, EGRESS_SOCKET_PATH, PlanError, PlanFiles, RealHost};
 use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
@@ -401,8 +403,15 @@ impl Sandbox {
                 env.insert(name.to_owned(), value.clone());
             }
         }
-        env.entry("PATH".into())
-            .or_insert_with(|| FALLBACK_PATH.into());
+        // An empty or relative PATH entry (`/usr/bin:`, `.`) searches the
+        // command's working directory, a workspace the agent writes: a
+        // planted `./ls` would answer to the bare name `ls`, which a command
+        // allowlist means as the system's program.
+        let path = env
+            .get("PATH")
+            .map(|path| absolute_path_entries(path))
+            .filter(|path| !path.is_empty());
+        env.insert("PATH".into(), path.unwrap_or_else(|| FALLBACK_PATH.into()));
         // HOME and TMPDIR must be places the command can use.
         let home_usable = env.get("HOME").is_some_and(|h| {
             spec.writable_roots
@@ -428,7 +437,12 @@ impl Sandbox {
     }
 
     /// Refuses names and values that would smuggle extra variables through
-    /// the `NAME=VALUE\0` encoding.
+    /// the `NAME=VALUE\0` encoding, and variables that change what runs
+    /// (`BASH_ENV`, `LD_PRELOAD`, `GIT_CONFIG_*` ...; see
+    /// [`toolgate_core::command_env`]), set or passed from the host: with
+    /// them a command runs code no word of it names, around the command
+    /// policy. The tools refuse them first with a friendlier message; this
+    /// is the check no caller can skip.
     fn check_environment(command: &SandboxCommand) -> Result<(), SandboxError> {
         for (name, value) in &command.set_env {
             if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
@@ -436,6 +450,19 @@ impl Sandbox {
                     "environment variable {name:?}: names must be non-empty without `=` or NUL, values without NUL"
                 )));
             }
+        }
+        let names = command
+            .set_env
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .chain(command.pass_env.iter().map(String::as_str));
+        let refused = command_env::refused_variables(names);
+        if !refused.is_empty() {
+            return Err(SandboxError::Setup(format!(
+                "refused environment variables: {}; they change which program runs, so no \
+                 command gets them",
+                command_env::describe_refused(&refused)
+            )));
         }
         Ok(())
     }
@@ -540,6 +567,13 @@ const LANDLOCK_READABLE: &[&str] = &[
 /// The descriptor number stage 2 reads the environment from.
 const ENV_FD: i32 = 3;
 
+/// The absolute entries of a `PATH` value, in order; empty and relative
+/// entries (which name the working directory) are dropped.
+fn absolute_path_entries(path: &str) -> String {
+    let entries: Vec<&str> = path.split(':').filter(|e| e.starts_with('/')).collect();
+    entries.join(":")
+}
+
 fn writable_paths(spec: &SandboxSpec, tmp: &Path) -> Vec<PathBuf> {
     let mut write = spec.writable_roots.clone();
     write.push(tmp.to_owned());
@@ -638,5 +672,59 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn path_entries_that_name_the_working_directory_are_dropped() {
+        let table = [
+            ("/usr/bin:/bin", "/usr/bin:/bin"),
+            ("/usr/bin:", "/usr/bin"),
+            (":/usr/bin", "/usr/bin"),
+            ("/usr/bin::/bin", "/usr/bin:/bin"),
+            (".:/usr/bin:bin:./x", "/usr/bin"),
+            ("", ""),
+            (".", ""),
+        ];
+        for (path, expected) in table {
+            assert_eq!(absolute_path_entries(path), expected, "{path:?}");
+        }
+    }
+
+    #[test]
+    fn variables_that_change_what_runs_are_refused_set_or_passed() {
+        let refused = [
+            SandboxCommand::shell("ls").set_env("BASH_ENV", "/dev/stdin"),
+            SandboxCommand::shell("ls").set_env("LD_PRELOAD", "./x.so"),
+            SandboxCommand::shell("ls").pass_env("LD_LIBRARY_PATH"),
+        ];
+        for command in refused {
+            let error = Sandbox::check_environment(&command).map_err(|e| e.to_string());
+            assert!(
+                matches!(&error, Err(m) if m.contains("refused environment variables")),
+                "{command:?}: {error:?}"
+            );
+        }
+        let both = SandboxCommand::shell("ls")
+            .set_env("LD_PRELOAD", "x")
+            .set_env("CI", "1")
+            .pass_env("PYTHONPATH");
+        let message = Sandbox::check_environment(&both)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.contains("`LD_PRELOAD`") && message.contains("`PYTHONPATH`"),
+            "{message}"
+        );
+        let fine = SandboxCommand::shell("ls")
+            .set_env("CI", "1")
+            .pass_env("LANG");
+        assert!(Sandbox::check_environment(&fine).is_ok());
     }
 }

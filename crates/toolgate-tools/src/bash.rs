@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use toolgate_core::command_env;
 use toolgate_core::{
     CallContext, EffectClass, EgressNote, Idempotency, Progress, ToolError, ToolOutput, ToolSpec,
     TypedTool,
@@ -132,12 +133,11 @@ impl TypedTool for BashTool {
     async fn run(&self, args: BashArgs, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let timeout = self.config.timeout(args.timeout)?;
         let mut command = SandboxCommand::shell(&args.command).timeout(timeout);
+        check_command_env(&self.config, &args.env, &args.pass_env)?;
         for name in &args.pass_env {
-            check_pass_env(&self.config, name)?;
             command = command.pass_env(name.clone());
         }
         for (name, value) in &args.env {
-            check_env_name(name)?;
             command = command.set_env(name.clone(), value.clone());
         }
         if let Some(stdin) = args.stdin {
@@ -367,6 +367,34 @@ impl FullOutput {
             self.capped = true;
         }
     }
+}
+
+/// Checks the variables a call sets (`env`) and asks for from the host
+/// (`pass_env`): every name a shell accepts, none that changes which program
+/// runs (`BASH_ENV`, `LD_PRELOAD`, `GIT_CONFIG_*` ... all named in one
+/// error; see [`toolgate_core::command_env`]), and only host variables the
+/// operator allows.
+pub(crate) fn check_command_env(
+    config: &RuntimeConfig,
+    env: &BTreeMap<String, String>,
+    pass_env: &[String],
+) -> Result<(), ToolError> {
+    let names = env.keys().chain(pass_env).map(String::as_str);
+    let refused = command_env::refused_variables(names);
+    if !refused.is_empty() {
+        return Err(ToolError::InvalidArguments(format!(
+            "refused environment variables: {}. They change which program runs, so toolgate \
+             never sets them for a command; leave them out of `env` and `pass_env`",
+            command_env::describe_refused(&refused)
+        )));
+    }
+    for name in env.keys() {
+        check_env_name(name)?;
+    }
+    for name in pass_env {
+        check_pass_env(config, name)?;
+    }
+    Ok(())
 }
 
 /// Refuses a host variable the operator did not allow (`pass_env`): a call

@@ -25,7 +25,7 @@ use toolgate_sandbox::EntryKind;
 use toolgate_sandbox::runner::{self, ExecRequest, Stream};
 
 use crate::bash::{
-    FullOutput, RuntimeConfig, check_env_name, check_pass_env, command_facts_schema, command_result,
+    FullOutput, RuntimeConfig, check_command_env, command_facts_schema, command_result,
 };
 use crate::fs::{Fs, jail_error};
 
@@ -137,14 +137,15 @@ impl TypedTool for ElevatedTool {
                 request = request.env(base, value.clone());
             }
         }
+        // On the host too: `LD_PRELOAD` or `BASH_ENV` would run code the
+        // approver never saw in the command.
+        check_command_env(&self.config, &args.env, &args.pass_env)?;
         for name in &args.pass_env {
-            check_pass_env(&self.config, name)?;
             if let Some(value) = self.host_env.get(&OsString::from(name)) {
                 request = request.env(name.clone(), value.clone());
             }
         }
         for (name, value) in &args.env {
-            check_env_name(name)?;
             request = request.env(name.clone(), value.clone());
         }
         if let Some(stdin) = args.stdin {

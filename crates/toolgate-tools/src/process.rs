@@ -226,8 +226,9 @@ impl Processes {
             )));
         }
         let mut sandboxed = SandboxCommand::shell(command).timeout(self.config.max_lifetime);
+        // No `pass_env` here: nothing of the host's reaches a process.
+        crate::bash::check_command_env(&crate::RuntimeConfig::default(), env, &[])?;
         for (name, value) in env {
-            crate::bash::check_env_name(name)?;
             sandboxed = sandboxed.set_env(name.clone(), value.clone());
         }
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>(64);
