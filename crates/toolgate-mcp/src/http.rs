@@ -41,16 +41,30 @@ impl HttpOptions {
 }
 
 /// The errors of the HTTP server.
+///
+/// The io errors are part of the message, not a `source`: `{:#}` would
+/// print them twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}; pick another port with --port")]
+    /// Something else listens on the port.
+    #[error(
+        "cannot listen on {addr}: the port is already in use (another `toolgate serve`?); \
+         pass another --port, or --port 0 to pick a free one"
+    )]
+    PortInUse {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// The address could not be bound for another reason.
+    #[error("cannot listen on {addr}: {error}{hint}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
+        /// What to do about it.
+        hint: &'static str,
     },
     /// The server stopped with an error.
     #[error("the HTTP server failed: {0}")]
@@ -93,10 +107,7 @@ pub async fn serve_http(
         .layer(middleware::from_fn_with_state(gate, check_host_and_origin));
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
-        .map_err(|source| HttpError::Bind {
-            addr: options.addr,
-            source,
-        })?;
+        .map_err(|error| bind_error(options.addr, error))?;
     let bound = listener.local_addr().map_err(HttpError::Serve)?;
     ready(bound);
     let signal_stop = stop.clone();
@@ -104,11 +115,28 @@ pub async fn serve_http(
         shutdown_signal().await;
         signal_stop.cancel();
     });
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await;
     signals.abort();
     served.map_err(HttpError::Serve)
+}
+
+fn bind_error(addr: SocketAddr, error: std::io::Error) -> HttpError {
+    use std::io::ErrorKind;
+    let hint = match error.kind() {
+        ErrorKind::AddrInUse => return HttpError::PortInUse { addr },
+        ErrorKind::AddrNotAvailable => {
+            "; no interface of this machine has that address: pass --host with one of its \
+             addresses (default 127.0.0.1)"
+        }
+        ErrorKind::PermissionDenied => {
+            "; ports below 1024 need privileges: pass --port 1024 or above, or --port 0"
+        }
+        _ => "",
+    };
+    HttpError::Bind { addr, error, hint }
 }
 
 /// SIGINT or SIGTERM.
@@ -127,27 +155,115 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
+/// Why the token check turned a request away. Says which part was wrong,
+/// never what was sent: a wrong token is someone's secret, perhaps the
+/// user's other one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenProblem {
+    /// No `Authorization` header.
+    Missing,
+    /// `Bearer` with nothing after it.
+    Empty,
+    /// A header whose scheme is not `Bearer` (or that is not `SCHEME VALUE`).
+    WrongScheme,
+    /// `Bearer` with a token that is not this server's.
+    WrongToken,
+}
+
+impl TokenProblem {
+    fn of(header: Option<&axum::http::HeaderValue>, expected: &str) -> Option<TokenProblem> {
+        let Some(header) = header else {
+            return Some(TokenProblem::Missing);
+        };
+        let Ok(value) = header.to_str() else {
+            return Some(TokenProblem::WrongScheme);
+        };
+        let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+        // The scheme is case-insensitive (RFC 9110 section 11.1).
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Some(TokenProblem::WrongScheme);
+        }
+        let token = token.trim();
+        if token.is_empty() {
+            return Some(TokenProblem::Empty);
+        }
+        if same_secret(token.as_bytes(), expected.as_bytes()) {
+            None
+        } else {
+            Some(TokenProblem::WrongToken)
+        }
+    }
+
+    /// For the server's log.
+    fn reason(self) -> &'static str {
+        match self {
+            TokenProblem::Missing => "no Authorization header",
+            TokenProblem::Empty => "empty bearer token",
+            TokenProblem::WrongScheme => "the Authorization header is not `Bearer <token>`",
+            TokenProblem::WrongToken => "wrong bearer token",
+        }
+    }
+
+    /// For the client: what was wrong and what to send instead.
+    fn message(self) -> &'static str {
+        match self {
+            TokenProblem::Missing | TokenProblem::Empty => {
+                "a bearer token is required: send `Authorization: Bearer <token>` (the token is \
+                 in the file `toolgate serve` printed at start)\n"
+            }
+            TokenProblem::WrongScheme => {
+                "the Authorization header must use the Bearer scheme: send \
+                 `Authorization: Bearer <token>` (the token is in the file `toolgate serve` \
+                 printed at start)\n"
+            }
+            TokenProblem::WrongToken => {
+                "the bearer token is wrong: send the token `toolgate serve` printed at start \
+                 (TOOLGATE_TOKEN, [serve] token, or the file it named); a restart with another \
+                 configuration may have changed it\n"
+            }
+        }
+    }
+
+    fn challenge(self) -> &'static str {
+        match self {
+            // RFC 6750 section 3.1: a token was sent and is not valid.
+            TokenProblem::WrongToken => "Bearer error=\"invalid_token\"",
+            _ => "Bearer",
+        }
+    }
+}
+
 async fn require_token(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     if let Some(expected) = &gate.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            // The scheme is case-insensitive (RFC 9110 section 11.1).
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim_start());
-        if !given.is_some_and(|given| same_secret(given.as_bytes(), expected.as_bytes())) {
+        let header = request.headers().get(header::AUTHORIZATION);
+        if let Some(problem) = TokenProblem::of(header, expected) {
+            log_rejected(&request, StatusCode::UNAUTHORIZED, problem.reason());
             return (
                 StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "a bearer token is required: send `Authorization: Bearer <token>` \
-                 (the token is in the file `toolgate serve` printed at start)\n",
+                [(header::WWW_AUTHENTICATE, problem.challenge())],
+                problem.message(),
             )
                 .into_response();
         }
     }
     next.run(request).await
+}
+
+/// One line on stderr per request the gate turns away, so an operator sees
+/// a misconfigured client or someone probing. Method, path (not the query,
+/// which may carry a secret), the reason and the peer; never a header value
+/// that could be a credential.
+fn log_rejected(request: &Request, status: StatusCode, reason: &str) {
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "an unknown peer".to_owned(), |c| c.0.to_string());
+    eprintln!(
+        "toolgate: rejected {} {} from {peer}: {reason} ({})",
+        request.method(),
+        request.uri().path(),
+        status.as_u16()
+    );
 }
 
 /// Compares without an early exit, so the response time does not reveal how
@@ -167,10 +283,25 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 /// loopback origin too. Requests without Origin are not from a browser page.
 async fn check_host_and_origin(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    if !host_allowed(headers, &gate.hosts) || !origin_allowed(headers, &gate.hosts) {
+    let refused = if !host_allowed(headers, &gate.hosts) {
+        Some(("Host", headers.get(header::HOST)))
+    } else if !origin_allowed(headers, &gate.hosts) {
+        Some(("Origin", headers.get(header::ORIGIN)))
+    } else {
+        None
+    };
+    if let Some((name, value)) = refused {
+        // Host names are not secrets; Debug quotes and escapes them, so a
+        // crafted value cannot forge a log line.
+        let value = value.map_or_else(|| "missing".to_owned(), |v| format!("{v:?}"));
+        let reason = format!("{name} {value} is not a host this server serves");
+        log_rejected(&request, StatusCode::FORBIDDEN, &reason);
         return (
             StatusCode::FORBIDDEN,
-            "forbidden: the Host or Origin header names a host this server does not serve\n",
+            format!(
+                "forbidden: the {name} header names a host this server does not serve (a \
+                 reverse proxy's name goes into [serve] allowed_hosts)\n"
+            ),
         )
             .into_response();
     }

@@ -126,6 +126,7 @@ pub fn stdio(settings: Settings, env: Environment, demo: bool) -> Result<ExitCod
 pub struct Serve {
     pub port: Option<u16>,
     pub host: Option<IpAddr>,
+    pub allow_remote: bool,
     pub no_token: bool,
 }
 
@@ -133,12 +134,13 @@ pub struct Serve {
 pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> Result<ExitCode> {
     let host = flags.host.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
     let port = flags.port.or(settings.serve.port).unwrap_or(8765);
+    if flags.no_token && !host.is_loopback() {
+        bail!("--no-token is refused on {host}: only a loopback address may serve without a token");
+    }
+    if !host.is_loopback() {
+        check_remote(host, flags.allow_remote || settings.serve.allow_remote)?;
+    }
     let (token, told) = if flags.no_token {
-        if !host.is_loopback() {
-            bail!(
-                "--no-token is refused on {host}: only a loopback address may serve without a token"
-            );
-        }
         eprintln!(
             "toolgate: WARNING: serving without a bearer token: any local process or user \
              can call these tools (--no-token)"
@@ -158,6 +160,15 @@ pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> R
     let runtime = runtime()?;
     let server = runtime.block_on(async { server(settings, env, demo) })?;
     let served = runtime.block_on(toolgate_mcp::serve_http(server, options, |addr| {
+        if !addr.ip().is_loopback() {
+            eprintln!(
+                "toolgate: WARNING: serving on {} port {} over plain HTTP (--allow-remote): the \
+                 bearer token and every call travel in clear; put a TLS-terminating reverse \
+                 proxy in front of it (and add its name to [serve] allowed_hosts)",
+                reach(addr.ip()),
+                addr.port()
+            );
+        }
         // Tests and scripts read this line for the port (with --port 0).
         eprintln!("toolgate: serving MCP at http://{addr}/mcp ({told})");
     }));
@@ -165,6 +176,32 @@ pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> R
     served?;
     eprintln!("toolgate: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A non-loopback address puts the tools on the network, and MCP here is
+/// plain HTTP: anyone on the path reads the bearer token and can then call
+/// every tool. `--host 0.0.0.0` typed to "make it work" must not do that
+/// silently, so it takes an explicit `--allow-remote` and says what is left
+/// to do.
+fn check_remote(host: IpAddr, allowed: bool) -> Result<()> {
+    if !allowed {
+        bail!(
+            "refusing to serve on {} without --allow-remote: MCP here is plain HTTP, so the \
+             bearer token and every call would cross the network in clear; keep the default \
+             127.0.0.1 and put a TLS reverse proxy in front of it, or pass --allow-remote (or \
+             set [serve] allow_remote = true in the user config) to serve remotely anyway",
+            reach(host)
+        );
+    }
+    Ok(())
+}
+
+fn reach(host: IpAddr) -> String {
+    if host.is_unspecified() {
+        format!("{host} (every interface of this machine)")
+    } else {
+        host.to_string()
+    }
 }
 
 /// Shuts the runtime down: every call still running is dropped, which kills

@@ -27,7 +27,7 @@ pub(crate) fn serve(p: &Project, env: &[(&str, &str)]) -> Served {
 /// The server's stderr once it contains `text`, or after a generous wait.
 /// `Served::start` returns as soon as the serving line is read, which may be
 /// before that line reaches `Served::stderr`.
-fn stderr_with(served: &Served, text: &str) -> String {
+pub(crate) fn stderr_with(served: &Served, text: &str) -> String {
     for _ in 0..200 {
         let said = served.stderr();
         if said.contains(text) {
@@ -46,7 +46,7 @@ pub(crate) fn http_config(served: &Served, mode: Mode, token: Option<&str>) -> s
 /// A plain `initialize` POST to `url` with `headers` (Host defaults to the
 /// URL's address): the status and, unless it is 200 (an event stream that
 /// may stay open), the body.
-fn post(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+pub(crate) fn post(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let rest = url.strip_prefix("http://").unwrap();
     let (addr, path) = rest.split_at(rest.find('/').unwrap());
     let body = json!({

@@ -13,6 +13,7 @@
 mod common;
 
 mod calls;
+mod gate;
 mod http;
 mod progress;
 mod raw;
