@@ -73,6 +73,10 @@ pub struct ServeSection {
     /// More names accepted in the `Host` header (a reverse proxy's name).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Let `--host` name a non-loopback address (`--allow-remote`): the
+    /// token then crosses the network, in clear without TLS in front.
+    #[serde(default)]
+    pub allow_remote: bool,
 }
 
 /// `[tools]`.
@@ -101,6 +105,10 @@ pub struct SandboxSection {
     /// auto, bwrap, landlock or none (development only).
     #[serde(default)]
     pub backend: BackendChoice,
+    /// Refuse to start instead of falling back to a weaker backend than
+    /// bubblewrap (landlock, none).
+    #[serde(default)]
+    pub require_bwrap: bool,
 }
 
 /// `[access]`: replaces the access layer. Without `cap` there is no cap.
@@ -180,6 +188,8 @@ pub struct Settings {
     pub sources: Sources,
     /// Which sandbox backend to use.
     pub backend: BackendChoice,
+    /// `[sandbox] require_bwrap`: refuse any backend weaker than bubblewrap.
+    pub require_bwrap: bool,
     /// Whether `elevated` is registered (`[tools] elevated`, TOOLGATE_ELEVATED).
     pub elevated: bool,
     /// The rest of `[tools]`.
@@ -536,8 +546,9 @@ fn resolve(
         output_dir: file.output_dir.as_ref().map(|d| base_dir.join(d)),
         sources,
         backend: env_parsed(env, "TOOLGATE_SANDBOX_BACKEND", parse_word)?
-            .or(file.sandbox.map(|s| s.backend))
+            .or(file.sandbox.as_ref().map(|s| s.backend))
             .unwrap_or_default(),
+        require_bwrap: file.sandbox.as_ref().is_some_and(|s| s.require_bwrap),
         elevated,
         tools: file.tools.clone().unwrap_or_default(),
         network,

@@ -7,7 +7,7 @@ mod render;
 mod resolve;
 mod sandbox;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -64,17 +64,26 @@ enum Command {
         /// Port (default: [serve] port, else 8765; 0 picks a free one).
         #[arg(long)]
         port: Option<u16>,
-        /// Address to listen on (default 127.0.0.1).
+        /// Address to listen on (default 127.0.0.1). A non-loopback address
+        /// also needs --allow-remote.
         #[arg(long, value_name = "IP")]
         host: Option<std::net::IpAddr>,
+        /// Let --host name a non-loopback address (or 0.0.0.0): MCP is plain
+        /// HTTP, so put TLS in front of it (default: [serve] allow_remote).
+        #[arg(long)]
+        allow_remote: bool,
         /// Serve without a bearer token (loopback only; for local test
         /// clients that cannot send headers).
         #[arg(long)]
         no_token: bool,
     },
-    /// List every tool with its effect class, idempotency, group and status.
+    /// List every tool with its effect class, idempotency, group and status;
+    /// with NAME, that tool's description and arguments.
     Tools {
-        /// Print JSON instead of a table.
+        /// One tool: its description, arguments (input schema) and facts
+        /// (output schema).
+        name: Option<String>,
+        /// Print JSON instead of a table (with NAME: the whole tool spec).
         #[arg(long)]
         json: bool,
     },
@@ -173,11 +182,23 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // `toolgate tools | head`: the reader has all it wanted. Like other
+        // command-line tools, end quietly instead of reporting an error.
+        Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("toolgate: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// A write to our stdout failed because its reader is gone: the command's
+/// own `writeln!(out, ..)?` hands the io error up as it is. (An EPIPE deeper
+/// down, such as a command's stdin, arrives wrapped in its own error type.)
+fn stdout_closed(error: &anyhow::Error) -> bool {
+    error
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -202,12 +223,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             exposure,
             port,
             host,
+            allow_remote,
             no_token,
         } => {
             let settings = exposure.apply(settings)?;
             let flags = mcp::Serve {
                 port,
                 host,
+                allow_remote,
                 no_token,
             };
             return mcp::http(settings, env, cli.demo, flags);
@@ -255,8 +278,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             runtime()?.block_on(sandbox::run(&settings, &env, run))
         }
-        Command::Tools { json } => {
+        Command::Tools { name: None, json } => {
             render::tools(&executor, &settings, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools {
+            name: Some(name),
+            json,
+        } => {
+            render::tool(&executor, &name, json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy {
@@ -317,12 +347,13 @@ fn prompt(
         options = options.session_id(id);
     }
     let prompt = runtime()?.block_on(assemble(executor, workspace.as_ref(), &options))?;
+    let mut out = std::io::stdout().lock();
     if json {
         let mut value = serde_json::to_value(&prompt)?;
         value["markdown"] = Value::String(prompt.markdown());
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
     } else {
-        print!("{}", prompt.markdown());
+        write!(out, "{}", prompt.markdown())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,9 @@ use toolgate_policy::{Access, CallError, CallResult, Executor, Explanation};
 
 use crate::config::Settings;
 
+mod tool;
+pub use tool::tool;
+
 /// `toolgate tools`.
 pub fn tools(executor: &Executor, settings: &Settings, as_json: bool) -> Result<()> {
     let statuses = executor.tools();
@@ -218,7 +221,72 @@ pub fn explanation(explanation: &Explanation, as_json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `toolgate call`: the text on stdout, or everything as JSON; an error on stderr.
+/// The exit status of `toolgate call`, for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStatus {
+    /// The tool ran and reports success (a command exited 0).
+    Success = 0,
+    /// The tool ran and reports failure, or failed (a refused path, a file
+    /// that does not exist).
+    ToolError = 1,
+    /// The call itself is wrong: unknown tool, arguments that do not fit
+    /// its schema (like errors in the command line, which also exit 2).
+    Usage = 2,
+    /// The tool ran a command to its end and it exited non-zero (or was
+    /// killed by a signal); its code is `exit_code` in the facts.
+    CommandFailed = 3,
+    /// The command ran out of time and its process group was killed.
+    TimedOut = 4,
+    /// The policy did not let the call run: an inactive tool, a denied
+    /// path, command or rule, or an approval that is needed, refused or
+    /// pending.
+    Denied = 5,
+}
+
+impl CallStatus {
+    fn of_error(error: &CallError) -> CallStatus {
+        match error {
+            CallError::UnknownTool { .. } | CallError::InvalidArguments(_) => CallStatus::Usage,
+            CallError::Inactive { .. }
+            | CallError::Denied { .. }
+            | CallError::ApprovalRequired { .. }
+            | CallError::ApprovalRefused { .. }
+            | CallError::ApprovalPending { .. } => CallStatus::Denied,
+            _ => CallStatus::ToolError,
+        }
+    }
+
+    /// From the facts of a tool that runs a command to completion (`bash`,
+    /// `elevated`: `exit_code` and `timed_out` at the top). A background
+    /// process's state (`process_*`) is not the call's outcome.
+    fn of_result(result: &CallResult) -> CallStatus {
+        let output = &result.output;
+        if output.is_error {
+            return CallStatus::ToolError;
+        }
+        let facts = output.structured.as_ref();
+        let fact = |name: &str| facts.and_then(|f| f.get(name));
+        if fact("timed_out").and_then(Value::as_bool) == Some(true) {
+            CallStatus::TimedOut
+        } else if fact("exit_code")
+            .and_then(Value::as_i64)
+            .is_some_and(|code| code != 0)
+        {
+            CallStatus::CommandFailed
+        } else {
+            CallStatus::Success
+        }
+    }
+}
+
+impl From<CallStatus> for ExitCode {
+    fn from(status: CallStatus) -> ExitCode {
+        ExitCode::from(status as u8)
+    }
+}
+
+/// `toolgate call`: the text on stdout, or everything as JSON; an error on
+/// stderr. The exit status is a [`CallStatus`].
 pub fn call_result(
     tool: &str,
     result: Result<CallResult, CallError>,
@@ -238,14 +306,10 @@ pub fn call_result(
             } else {
                 eprintln!("toolgate: {error}");
             }
-            return Ok(ExitCode::from(1));
+            return Ok(CallStatus::of_error(&error).into());
         }
     };
-    let code = if result.output.is_error {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let code = CallStatus::of_result(&result).into();
     if as_json {
         let body = json!({
             "tool": tool,

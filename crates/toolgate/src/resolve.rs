@@ -1,7 +1,7 @@
 //! `toolgate resolve`: the launch configurations of the native tool servers
 //! for a task.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,6 +33,7 @@ pub fn run(settings: &Settings, env: &Environment, request: Request) -> Result<E
     for warning in &resolution.warnings {
         eprintln!("toolgate: WARNING: {warning}");
     }
+    let mut stdout = std::io::stdout().lock();
     if request.json {
         let servers: Vec<Value> = resolution
             .servers
@@ -52,18 +53,19 @@ pub fn run(settings: &Settings, env: &Environment, request: Request) -> Result<E
             "mcpServers": resolution.by_name(),
             "warnings": resolution.warnings,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&out)?)?;
     } else {
         for (name, config) in &resolution.servers {
             let words: Vec<String> = std::iter::once(&config.command)
                 .chain(&config.args)
                 .map(|w| quoted(w))
                 .collect();
-            println!(
+            writeln!(
+                stdout,
                 "{name}\t(cd {} && {})",
                 quoted(&config.cwd.display().to_string()),
                 words.join(" ")
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -78,7 +78,7 @@ fn it_is_not_registered_by_default() {
         ],
         &[],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("elevated"), "{}", stderr(&o));
 }
 
@@ -99,7 +99,7 @@ fn enabled_it_is_inactive_under_the_standard_cap() {
         })
     );
     let o = p.run(&["call", "elevated", r#"{"command": "true"}"#], &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     // The environment variable enables it too.
     let p = Project::new(None);
     let row = p
@@ -122,7 +122,7 @@ fn permissive_makes_it_active_but_every_call_asks() {
         &["--policy", "permissive", "call", "elevated", &command],
         &[],
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(5));
     assert_eq!(
         stderr(&o),
         "toolgate: approval required: `elevated` runs a command on the host, outside the sandbox\n"

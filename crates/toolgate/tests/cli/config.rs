@@ -55,7 +55,7 @@ fn config_files_environment_and_flags_stack_in_order() {
     );
     s.write("project/toolgate.toml", "strict_tool_input = true\n");
     let o = s.run(&call);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let o = s.run_in(
         &s.project(),
         &call,

@@ -13,10 +13,13 @@ use serde_json::{Value, json};
 
 use common::toolgate;
 
+mod call_status;
+mod closed_stdout;
 mod config;
 mod files;
 mod resolve;
 mod sandbox;
+mod tool_detail;
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -281,7 +284,7 @@ fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
                 "demo_touch",
                 r#"{"path": "../../../../etc/shadow"}"#,
             ],
-            1,
+            5,
             "toolgate: denied by the paths policy: `/etc/shadow` matches the denied pattern `/etc/shadow`",
         ),
         (
@@ -290,22 +293,22 @@ fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
                 "demo_echo",
                 r#"{"text": "hi", "times": "1; rm -rf /"}"#,
             ],
-            1,
+            2,
             "toolgate: invalid arguments at /times: expected integer or null",
         ),
         (
             vec!["call", "demo_echo", r#"{"txt": "hi"}"#],
-            1,
+            2,
             "toolgate: invalid arguments: unknown field `txt`; missing required field \"text\"",
         ),
         (
             vec!["call", "demo_wipe", r#"{"target": "/"}"#],
-            1,
+            5,
             "toolgate: tool `demo_wipe` is inactive: effect class destructive exceeds the policy cap mutate-irreversible",
         ),
         (
             vec!["call", "demo_ech", "{}"],
-            1,
+            2,
             "toolgate: unknown tool `demo_ech`; did you mean `demo_echo`?",
         ),
         (
