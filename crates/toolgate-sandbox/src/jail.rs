@@ -111,6 +111,10 @@ pub struct Jail {
     root: PathBuf,
     /// The root as given (made absolute), also accepted for absolute input.
     given: PathBuf,
+    /// More protected entries, relative to the root: toolgate's own
+    /// configuration, data and the files its config discovery reads
+    /// ([`Jail::protect`]).
+    extra_protected: Vec<PathBuf>,
 }
 
 impl Jail {
@@ -125,7 +129,21 @@ impl Jail {
             dir,
             root: canonical,
             given,
+            extra_protected: Vec::new(),
         })
+    }
+
+    /// Protects `path` (absolute) and everything under it like the built-in
+    /// protected entries, when it lies inside this root; a path elsewhere is
+    /// ignored. Attack: an agent that rewrites toolgate's own configuration
+    /// (`backend = "none"`) or trust records runs unsandboxed next time.
+    pub fn protect(&mut self, path: &Path) {
+        let inside = path
+            .strip_prefix(&self.root)
+            .or_else(|_| path.strip_prefix(&self.given));
+        if let Ok(rel) = inside {
+            self.extra_protected.push(rel.to_owned());
+        }
     }
 
     /// The workspace root (canonical).
@@ -217,7 +235,7 @@ impl Jail {
     /// really leads.
     pub fn check_writable(&self, path: &Path) -> Result<(), JailError> {
         let rel = self.relative(path)?;
-        refuse_protected_path(&rel)
+        self.refuse_protected_path(&rel)
     }
 
     /// Replaces (or creates) a file atomically: a temp file in the same
@@ -227,7 +245,7 @@ impl Jail {
     /// while it stays inside the root.
     pub fn write(&self, path: &Path, data: &[u8]) -> Result<(), JailError> {
         let rel = self.relative(path)?;
-        refuse_protected_path(&rel)?;
+        self.refuse_protected_path(&rel)?;
         self.write_at(&rel, data, 0)
     }
 
@@ -235,7 +253,7 @@ impl Jail {
     /// (even a dangling symlink) is at `path`. Missing parents are created.
     pub fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), JailError> {
         let rel = self.relative(path)?;
-        refuse_protected_path(&rel)?;
+        self.refuse_protected_path(&rel)?;
         let (parent, name) = self.split(&rel)?;
         self.make_dirs(parent)?;
         let dir = self.open_dir(parent)?;
@@ -316,7 +334,7 @@ impl Jail {
     pub fn rename(&self, from: &Path, to: &Path) -> Result<(), JailError> {
         let from_rel = self.relative(from)?;
         let to_rel = self.relative(to)?;
-        refuse_protected_path(&to_rel)?;
+        self.refuse_protected_path(&to_rel)?;
         let (from_parent, from_name) = self.split(&from_rel)?;
         let (to_parent, to_name) = self.split(&to_rel)?;
         let from_dir = self.open_dir(from_parent)?;
@@ -471,7 +489,24 @@ impl Jail {
     /// path as given does.
     fn refuse_protected(&self, dir: &Dir, rel: &Path, name: &OsStr) -> Result<(), JailError> {
         let located = protect::location(&self.root, dir, name);
-        refuse_protected_path(located.as_deref().unwrap_or(rel))
+        self.refuse_protected_path(located.as_deref().unwrap_or(rel))
+    }
+
+    /// Refuses a protected path on its text alone: checked before any missing
+    /// parent is created, so a refused write leaves no empty directories behind.
+    fn refuse_protected_path(&self, rel: &Path) -> Result<(), JailError> {
+        let extra = self
+            .extra_protected
+            .iter()
+            .any(|p| rel.starts_with(p))
+            .then_some(protect::TOOLGATE_OWN);
+        match extra.or_else(|| protect::protected_rule(rel)) {
+            Some(rule) => Err(JailError::Protected {
+                path: rel.to_owned(),
+                rule,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn err(&self, rel: &Path, e: io::Error) -> JailError {
@@ -483,18 +518,6 @@ impl Jail {
             path: path.to_path_buf(),
             root: self.root.clone(),
         }
-    }
-}
-
-/// Refuses a protected path on its text alone: checked before any missing
-/// parent is created, so a refused write leaves no empty directories behind.
-fn refuse_protected_path(rel: &Path) -> Result<(), JailError> {
-    match protect::protected_rule(rel) {
-        Some(rule) => Err(JailError::Protected {
-            path: rel.to_owned(),
-            rule,
-        }),
-        None => Ok(()),
     }
 }
 

@@ -29,6 +29,9 @@ toolgate_core::wire_enum!(NetworkMode, "network mode", {
     Host => "host",
 });
 
+/// The name of toolgate's project configuration file.
+pub const CONFIG_FILE_NAME: &str = "toolgate.toml";
+
 /// Paths inside every writable root that a sandboxed command may never
 /// write or create: each one is a way to run code on the host later.
 ///
@@ -59,6 +62,10 @@ pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
     (".profile", false),
     // direnv runs it on `cd`.
     (".envrc", false),
+    // toolgate's own project configuration: a command that wrote
+    // `backend = "none"` there would run unsandboxed next time. (Deeper
+    // copies on the way to the working directory are masked per run.)
+    (CONFIG_FILE_NAME, false),
     // Editor and agent configuration can start programs (tasks, MCP servers, hooks).
     (".mcp.json", false),
     (".vscode", true),

@@ -102,6 +102,7 @@ pub struct LocalWorkspace {
     sandbox: Sandbox,
     network: NetworkMode,
     filesystem: FilesystemRules,
+    protected: Vec<PathBuf>,
 }
 
 /// Extra filesystem rules for the commands of a workspace (from an
@@ -165,7 +166,28 @@ impl LocalWorkspace {
             sandbox,
             network: NetworkMode::None,
             filesystem: FilesystemRules::default(),
+            protected: Vec::new(),
         })
+    }
+
+    /// Keeps `paths` (absolute; toolgate's own configuration and data) and
+    /// everything under them out of reach wherever they lie inside a root:
+    /// the file tools refuse to write them and commands see them read-only,
+    /// un-creatable when absent. Attack: an agent that writes
+    /// `backend = "none"` into a config file toolgate reads at its next start.
+    pub fn protect(mut self, paths: &[PathBuf]) -> Result<Self, WorkspaceError> {
+        for jail in &mut self.jails {
+            if Arc::get_mut(jail).is_none() {
+                *jail = Arc::new(Jail::open(jail.root())?);
+            }
+            if let Some(jail) = Arc::get_mut(jail) {
+                for path in paths {
+                    jail.protect(path);
+                }
+            }
+        }
+        self.protected.extend(paths.iter().cloned());
+        Ok(self)
     }
 
     /// Sets extra filesystem rules for commands.
@@ -193,6 +215,7 @@ impl LocalWorkspace {
             .cwd(dir);
         spec.writable_roots = self.roots.clone();
         self.filesystem.apply_to(&mut spec);
+        spec.write_deny.extend(self.protected.iter().cloned());
         spec
     }
 

@@ -13,7 +13,11 @@ use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::Dir;
 
-use crate::spec::{AUDITED_AFTER_RUN, MANDATORY_WRITE_DENY};
+use crate::spec::{AUDITED_AFTER_RUN, CONFIG_FILE_NAME, MANDATORY_WRITE_DENY};
+
+/// The rule named for toolgate's own files (its configuration wherever the
+/// discovery would read it, its data directory).
+pub(crate) const TOOLGATE_OWN: &str = "toolgate's own configuration";
 
 /// Where `name` in `dir` lies relative to `root`, if the kernel can tell.
 pub(crate) fn location(root: &Path, dir: &Dir, name: &OsStr) -> Option<PathBuf> {
@@ -40,6 +44,12 @@ pub(crate) fn protected_rule(rel: &Path) -> Option<&'static str> {
         .collect();
     if parts.last() == Some(&OsStr::new(".git")) {
         return Some(".git");
+    }
+    // Attack: `write toolgate.toml` with `backend = "none"` turns the next
+    // start's sandbox off. Refused at any depth: the discovery reads the
+    // file in whatever directory toolgate is next started in.
+    if parts.last() == Some(&OsStr::new(CONFIG_FILE_NAME)) {
+        return Some(CONFIG_FILE_NAME);
     }
     let rules = MANDATORY_WRITE_DENY
         .iter()
@@ -81,6 +91,8 @@ mod tests {
             (".bashrc", Some(".bashrc")),
             (".vscode/tasks.json", Some(".vscode")),
             ("HEAD", Some("HEAD")),
+            ("toolgate.toml", Some("toolgate.toml")),
+            ("sub/dir/toolgate.toml", Some("toolgate.toml")),
             // Only at the top, like the sandbox's masks.
             ("docs/.bashrc", None),
             ("src/HEAD", None),
