@@ -19,9 +19,12 @@
 //! - `..` may not climb above the root, neither on the text of the path nor
 //!   physically (`a/up/../x` with `a/up -> ..` looks inside on paper; cap-std
 //!   sees it climb out).
-//! - Symlinks are followed only while they stay inside the root. Symlinks with
-//!   an absolute target are refused even when the target is inside the root:
-//!   an absolute target names the host's file system, not the workspace.
+//! - Symlinks are followed only while they stay inside the root. An absolute
+//!   target counts as inside when it lies under the root component-wise
+//!   (`docs -> /w/doc/v2` for root `/w`): it is translated into a path
+//!   relative to the root and resolved beneath it again (`jail/resolve.rs`),
+//!   at most [`MAX_SYMLINK_HOPS`] links deep. A link that leads outside is
+//!   refused with an error that names it.
 //! - Writes are atomic (hidden temp file, fsync, rename) and never open the
 //!   destination, so a symlink swapped in at the last moment is replaced, not
 //!   written through. Removal and rename act on the entry itself (a symlink,
@@ -44,6 +47,7 @@ mod atomic;
 mod error;
 mod list;
 mod protect;
+mod resolve;
 
 use std::ffi::OsStr;
 use std::io::{self, Read};
@@ -56,10 +60,11 @@ use cap_std::fs::{Dir, File, FileType, Metadata, MetadataExt, OpenOptions, OpenO
 use rustix::fs::OFlags;
 
 use self::atomic::Commit;
-pub use self::error::JailError;
+pub use self::error::{EscapingLink, JailError};
 use self::error::{from_io, invalid};
 
-/// How many symlinks a write follows before giving up, like the kernel's ELOOP.
+/// How many symlinks a write, or a walk through links with absolute
+/// targets, follows before giving up, like the kernel's ELOOP.
 const MAX_SYMLINK_HOPS: u32 = 40;
 
 /// Mode bits that survive a rewrite: permissions and sticky, but not
@@ -271,22 +276,24 @@ impl Jail {
 
     /// Metadata of `path`, following symlinks that stay inside the root.
     pub fn stat(&self, path: &Path) -> Result<FileStat, JailError> {
-        self.metadata(path, |dir, p| dir.metadata(p))
+        self.metadata(path, true)
     }
 
     /// Metadata of the entry at `path` itself: a final symlink is described,
     /// not followed; the directories on the way must stay inside the root.
     pub fn lstat(&self, path: &Path) -> Result<FileStat, JailError> {
-        self.metadata(path, |dir, p| dir.symlink_metadata(p))
+        self.metadata(path, false)
     }
 
-    fn metadata(
-        &self,
-        path: &Path,
-        read: fn(&Dir, &Path) -> io::Result<Metadata>,
-    ) -> Result<FileStat, JailError> {
+    fn metadata(&self, path: &Path, follow_last: bool) -> Result<FileStat, JailError> {
         let rel = self.relative(path)?;
-        let meta = read(&self.dir, cap_path(&rel)).map_err(|e| self.err(&rel, e))?;
+        let meta = self.beneath(&rel, follow_last, |p| {
+            if follow_last {
+                self.dir.metadata(p)
+            } else {
+                self.dir.symlink_metadata(p)
+            }
+        })?;
         Ok(FileStat::of(&meta))
     }
 
@@ -312,10 +319,7 @@ impl Jail {
         options
             .read(true)
             .custom_flags(OFlags::DIRECTORY.bits().cast_signed());
-        let dir = self
-            .dir
-            .open_with(cap_path(&rel), &options)
-            .map_err(|e| self.err(&rel, e))?;
+        let dir = self.beneath(&rel, true, |p| self.dir.open_with(p, &options))?;
         list::entries(&Dir::from_std_file(dir.into_std())).map_err(|(name, e)| match name {
             Some(name) => self.err(&rel.join(name), e),
             None => self.err(&rel, e),
@@ -407,17 +411,47 @@ impl Jail {
             return Err(invalid(rel, "too many levels of symbolic links"));
         }
         let (parent, name) = self.split(rel)?;
-        // Attack: `f -> /etc/passwd`: read_link refuses absolute targets
-        // (Escape). A relative target is joined to the link's directory and
-        // resolved by cap-std again, `..` included, so `f -> ../outside/x`
-        // is refused there, and a dangling one is never created outside.
-        let target = dir.read_link(name).map_err(|e| self.err(rel, e))?;
-        let next: PathBuf = parent.join(target).components().collect();
+        // Attack: `f -> /etc/passwd`, `f -> /w2/x` for root `/w`: an absolute
+        // target is taken only when it lies under the root component-wise,
+        // and then as a path relative to the root. A relative target is
+        // joined to the link's directory. Either is resolved by cap-std
+        // again, `..` included, so `f -> ../outside/x` is refused there, and
+        // a dangling one is never created outside.
+        let target = dir.read_link_contents(name).map_err(|e| self.err(rel, e))?;
+        let next: PathBuf = if target.has_root() {
+            let inside = target
+                .strip_prefix(&self.root)
+                .or_else(|_| target.strip_prefix(&self.given));
+            match inside {
+                Ok(inside) => inside.components().collect(),
+                Err(_) => {
+                    return Err(JailError::Escape {
+                        path: rel.to_owned(),
+                        root: self.root.clone(),
+                        link: Some(EscapingLink {
+                            link: rel.to_owned(),
+                            target,
+                        }),
+                    });
+                }
+            }
+        } else {
+            parent.join(target).components().collect()
+        };
         self.write_at(&next, data, hops + 1)
     }
 
-    /// Creates `rel` and its missing parents, one component at a time.
+    /// Creates `rel` and its missing parents, one component at a time. A
+    /// symlink on the way with an absolute target inside the root is
+    /// resolved first ([`resolve::links`]).
     fn make_dirs(&self, rel: &Path) -> Result<(), JailError> {
+        match self.make_dirs_at(rel) {
+            Err(JailError::Escape { .. }) => self.make_dirs_at(&resolve::links(self, rel, true)?),
+            done => done,
+        }
+    }
+
+    fn make_dirs_at(&self, rel: &Path) -> Result<(), JailError> {
         let mut prefix = PathBuf::new();
         for component in rel.components() {
             prefix.push(component);
@@ -450,10 +484,7 @@ impl Jail {
         // (O_NONBLOCK); a tty must not become our controlling one (O_NOCTTY).
         let flags = (OFlags::NONBLOCK | OFlags::NOCTTY).bits();
         options.read(true).custom_flags(flags.cast_signed());
-        let file = self
-            .dir
-            .open_with(cap_path(rel), &options)
-            .map_err(|e| self.err(rel, e))?;
+        let file = self.beneath(rel, true, |p| self.dir.open_with(p, &options))?;
         let meta = file.metadata().map_err(|e| self.err(rel, e))?;
         if meta.is_dir() {
             return Err(JailError::IsADirectory { path: rel.into() });
@@ -466,9 +497,27 @@ impl Jail {
 
     /// Opens the directory `rel` beneath the root (`""` is the root).
     fn open_dir(&self, rel: &Path) -> Result<Dir, JailError> {
-        self.dir
-            .open_dir(cap_path(rel))
-            .map_err(|e| self.err(rel, e))
+        self.beneath(rel, true, |p| self.dir.open_dir(p))
+    }
+
+    /// Runs `op` on `rel` (spelled for cap-std) beneath the root. When
+    /// cap-std refuses it as leading out, the path is walked again with
+    /// [`resolve::links`], which translates symlinks whose absolute target
+    /// lies inside the root, and `op` runs once more on the result, beneath
+    /// the root as before. A link that really leads out is refused by name.
+    fn beneath<T>(
+        &self,
+        rel: &Path,
+        follow_last: bool,
+        op: impl Fn(&Path) -> io::Result<T>,
+    ) -> Result<T, JailError> {
+        match op(cap_path(rel)) {
+            Err(e) if error::is_escape(&e) => {
+                let resolved = resolve::links(self, rel, follow_last)?;
+                op(cap_path(&resolved)).map_err(|e| self.err(rel, e))
+            }
+            result => result.map_err(|e| self.err(rel, e)),
+        }
     }
 
     /// Splits `rel` into its parent and final name. A path with no final name
@@ -478,9 +527,7 @@ impl Jail {
         if let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) {
             return Ok((parent, name));
         }
-        self.dir
-            .metadata(cap_path(rel))
-            .map_err(|e| self.err(rel, e))?;
+        self.beneath(rel, true, |p| self.dir.metadata(p))?;
         Err(JailError::IsADirectory { path: rel.into() })
     }
 
@@ -517,6 +564,7 @@ impl Jail {
         JailError::Escape {
             path: path.to_path_buf(),
             root: self.root.clone(),
+            link: None,
         }
     }
 }

@@ -298,6 +298,116 @@ fn symlinks_staying_inside_work() {
 }
 
 #[test]
+fn absolute_symlinks_inside_the_root_work() {
+    let fx = Fixture::new();
+    let root = fx.jail.root().to_path_buf();
+    let abs = |rel: &str| root.join(rel).to_str().unwrap().to_owned();
+    fx.jail.write(p("sub/real.txt"), b"real").unwrap();
+    fx.link(&abs("sub/real.txt"), "alias");
+    fx.link(&abs("sub"), "dirlink");
+    fx.link(&abs(""), "nested/to_root");
+    // Through the root as given (not canonical) too, and a chain of both kinds.
+    fx.link(fx.root.join("sub").to_str().unwrap(), "given_dirlink");
+    fx.link(&abs("alias"), "chain");
+    assert_eq!(fx.jail.read(p("alias"), 100).unwrap(), b"real");
+    assert_eq!(fx.jail.read(p("dirlink/real.txt"), 100).unwrap(), b"real");
+    assert_eq!(
+        fx.jail.read(p("given_dirlink/real.txt"), 100).unwrap(),
+        b"real"
+    );
+    assert_eq!(fx.jail.read(p("chain"), 100).unwrap(), b"real");
+    assert_eq!(
+        fx.jail.read(p("nested/to_root/sub/real.txt"), 100).unwrap(),
+        b"real"
+    );
+    assert_eq!(fx.jail.stat(p("alias")).unwrap().kind, EntryKind::File);
+    assert_eq!(fx.jail.lstat(p("alias")).unwrap().kind, EntryKind::Symlink);
+    assert_eq!(fx.jail.stat(p("dirlink")).unwrap().kind, EntryKind::Dir);
+    let names: Vec<_> = fx.jail.list(p("dirlink")).unwrap();
+    assert_eq!(names.len(), 1);
+    assert_eq!(names[0].name, "real.txt");
+    // Writing through the link changes the target; the link stays a link.
+    fx.jail.write(p("alias"), b"updated").unwrap();
+    assert_eq!(fs::read(fx.root.join("sub/real.txt")).unwrap(), b"updated");
+    assert!(
+        fs::symlink_metadata(fx.root.join("alias"))
+            .unwrap()
+            .is_symlink()
+    );
+    fx.jail.write(p("dirlink/new/deep.txt"), b"deep").unwrap();
+    assert_eq!(fs::read(fx.root.join("sub/new/deep.txt")).unwrap(), b"deep");
+    fx.jail.create_new(p("dirlink/created.txt"), b"c").unwrap();
+    fx.jail.mkdir_all(p("dirlink/made/here")).unwrap();
+    assert!(fx.root.join("sub/made/here").is_dir());
+    fx.jail
+        .rename(p("dirlink/created.txt"), p("dirlink/moved.txt"))
+        .unwrap();
+    assert_eq!(fs::read(fx.root.join("sub/moved.txt")).unwrap(), b"c");
+    fx.jail.remove(p("dirlink/moved.txt")).unwrap();
+    assert!(!fx.root.join("sub/moved.txt").exists());
+    // A dangling absolute link inside the root: write creates its target.
+    fx.link(&abs("sub/later.txt"), "pending");
+    fx.jail.write(p("pending"), b"later").unwrap();
+    assert_eq!(fs::read(fx.root.join("sub/later.txt")).unwrap(), b"later");
+    fx.assert_outside_untouched();
+}
+
+#[test]
+fn absolute_symlinks_that_leave_the_root_are_refused_by_name() {
+    let fx = Fixture::with(|tmp| {
+        fs::create_dir(tmp.join("root2")).unwrap();
+        fs::write(tmp.join("root2/f"), CANARY).unwrap();
+    });
+    let root = fx.jail.root().to_path_buf();
+    let sibling = format!("{}2", root.display());
+    // A prefix sibling of the root, `..` out of it, /etc, and a loop.
+    fx.link(&sibling, "sibling");
+    fx.link(&format!("{}/../outside", root.display()), "updown");
+    fx.link("/etc", "etc");
+    fx.link(root.join("loop_b").to_str().unwrap(), "loop_a");
+    fx.link(root.join("loop_a").to_str().unwrap(), "loop_b");
+    for link in ["sibling", "updown"] {
+        assert_every_op_escapes(&fx, p(link));
+        assert_kind(fx.jail.write(&p(link).join("f"), b"pwned"), "Escape");
+    }
+    assert_kind(fx.jail.write(p("etc/toolgate-pwned"), b"pwned"), "Escape");
+    assert_kind(fx.jail.read(p("etc/hostname"), 1 << 20), "Escape");
+    assert!(!Path::new("/etc/toolgate-pwned").exists());
+    let err = fx.jail.read(p("sibling/f"), 1 << 20).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "`sibling/f`: the symlink `sibling` leads outside the root {} (to `{sibling}`); \
+             the file tools reach only what lies inside it, so use a path inside it",
+            root.display()
+        )
+    );
+    let err = fx.jail.write(p("etc"), b"pwned").unwrap_err().to_string();
+    assert!(
+        err.contains("the symlink `etc` leads outside the root"),
+        "{err}"
+    );
+    // A relative link out is named the same way.
+    fx.link("../outside", "rel_out");
+    let err = fx
+        .jail
+        .read(p("rel_out/canary"), 1 << 20)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the symlink `rel_out` leads outside the root"),
+        "{err}"
+    );
+    let looped = fx.jail.read(p("loop_a"), 1 << 20).unwrap_err().to_string();
+    assert!(
+        looped.contains("too many levels of symbolic links"),
+        "{looped}"
+    );
+    fx.assert_outside_untouched();
+    assert_eq!(fs::read(fx.tmp.path().join("root2/f")).unwrap(), CANARY);
+}
+
+#[test]
 fn prefix_siblings_given_as_absolute_paths_are_refused() {
     let fx = Fixture::with(|tmp| {
         for sibling in ["root2", "root_backup", "root.bak"] {
@@ -576,7 +686,8 @@ impl Op {
 }
 
 /// root/: a/ a/b a/link_out->../../outside b/ b/src b/link_in->../a
-///        link_in->a link_out->../outside; outside/: canary a/ b
+///        b/abs_in->/ROOT/a link_in->a link_out->../outside
+///        abs_out->/ROOT/../outside; outside/: canary a/ b
 fn prop_fixture() -> Fixture {
     let fx = Fixture::with(|tmp| {
         fs::create_dir(tmp.join("outside/a")).unwrap();
@@ -590,6 +701,9 @@ fn prop_fixture() -> Fixture {
     fx.link("../a", "b/link_in");
     fx.link("a", "link_in");
     fx.link("../outside", "link_out");
+    let root = fx.jail.root().to_str().unwrap().to_owned();
+    fx.link(&format!("{root}/a"), "b/abs_in");
+    fx.link(&format!("{root}/../outside"), "abs_out");
     fx
 }
 
@@ -605,8 +719,8 @@ fn node(path: &[&str]) -> Node {
     match path.join("/").as_str() {
         "a" | "b" => Node::Dir,
         "a/b" | "b/src" => Node::File,
-        "a/link_out" | "link_out" => Node::LinkOut,
-        "b/link_in" | "link_in" => Node::Link(&["a"]),
+        "a/link_out" | "link_out" | "abs_out" => Node::LinkOut,
+        "b/link_in" | "link_in" | "b/abs_in" => Node::Link(&["a"]),
         _ => Node::Missing,
     }
 }
@@ -670,7 +784,9 @@ proptest! {
     #[test]
     fn random_paths_stay_inside_or_escape(
         components in prop::collection::vec(
-            prop::sample::select(vec!["a", "b", "..", ".", "link_out", "link_in"]),
+            prop::sample::select(vec![
+                "a", "b", "..", ".", "link_out", "link_in", "abs_in", "abs_out",
+            ]),
             1..8,
         ),
         op in op_strategy(),

@@ -11,9 +11,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
     /// The path leaves the root (absolute path outside it, `..` above it, a
-    /// symlink pointing out).
-    #[error("`{}` is outside the workspace root {}; use a path inside it", shown(path), root.display())]
-    Escape { path: PathBuf, root: PathBuf },
+    /// symlink pointing out). `link` names the symlink that leads out, when
+    /// one does.
+    #[error("{}", escape_message(path, root, link.as_ref()))]
+    Escape {
+        path: PathBuf,
+        root: PathBuf,
+        link: Option<EscapingLink>,
+    },
     /// The path is (or lies under) an entry no tool may change: git's hooks
     /// and config, shell start-up files, editor and agent configuration.
     #[error(
@@ -63,6 +68,33 @@ pub enum JailError {
     Io { path: PathBuf, source: io::Error },
 }
 
+/// A symlink inside the root whose target lies outside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscapingLink {
+    /// The link itself, relative to the root.
+    pub link: PathBuf,
+    /// Its target, as stored in the link.
+    pub target: PathBuf,
+}
+
+fn escape_message(path: &Path, root: &Path, link: Option<&EscapingLink>) -> String {
+    match link {
+        None => format!(
+            "`{}` is outside the workspace root {}; use a path inside it",
+            shown(path),
+            root.display()
+        ),
+        Some(EscapingLink { link, target }) => format!(
+            "`{}`: the symlink `{}` leads outside the root {} (to `{}`); \
+             the file tools reach only what lies inside it, so use a path inside it",
+            shown(path),
+            link.display(),
+            root.display(),
+            target.display()
+        ),
+    }
+}
+
 /// How a relative path is shown in messages: the root itself is `.`.
 fn shown(path: &Path) -> std::path::Display<'_> {
     if path.as_os_str().is_empty() {
@@ -87,6 +119,7 @@ pub(crate) fn from_io(root: &Path, path: &Path, err: io::Error) -> JailError {
         return JailError::Escape {
             path,
             root: root.to_path_buf(),
+            link: None,
         };
     }
     match err.kind() {
