@@ -106,9 +106,11 @@ pub enum CommandPolicyError {
     )]
     InvalidRegex { pattern: String, reason: String },
     #[error(
-        "invalid allowed command `{name}`: expected a program's base name such as `git` (no `/`, no spaces)"
+        "invalid allow pattern `{pattern}`: {reason} (expected a regular expression matched against one command's text from its start, such as `^npm (test|run build)$`)"
     )]
-    InvalidAllowedCommand { name: String },
+    InvalidAllowPattern { pattern: String, reason: String },
+    #[error("invalid allowed command `{name}`: {reason}")]
+    InvalidAllowedCommand { name: String, reason: String },
 }
 
 impl Default for CommandPolicy {
@@ -191,11 +193,22 @@ impl CommandPolicy {
         Ok(self)
     }
 
-    /// Allows only `commands` (base names, exact) and commands whose text
-    /// matches one of `patterns`; shell builtins that run nothing else (`cd`,
+    /// Allows only `commands` and commands whose text matches one of
+    /// `patterns` from its start; shell builtins that run nothing else (`cd`,
     /// `export`, `test`, ...) need not be listed. An empty list with no
     /// patterns allows only those builtins. The deny lists still apply, and a
     /// script whose commands cannot all be named is refused.
+    ///
+    /// A bare name (`ls`) allows the program found on the sandbox's PATH,
+    /// called by that name; a program called by a path (`./ls`, `/tmp/x/ls`,
+    /// `/usr/bin/ls`) runs only when that exact absolute path is listed.
+    /// Under an allowlist a script may not change what a name finds
+    /// (assignments to `PATH` and to the variables of
+    /// [`toolgate_core::command_env`]), and listed programs may not be told
+    /// to run other programs where the command line shows it (`git -c
+    /// alias.x='!cmd'`, `awk 'BEGIN{system(…)}'`, ...). Programs that run
+    /// programs from files (`make`, `npm run`, a script) are not followed:
+    /// listing them limits what is started first, not what it can do.
     pub fn allow_only(
         mut self,
         commands: &[String],
@@ -218,6 +231,17 @@ impl CommandPolicy {
                     return CommandVerdict::Denied {
                         command: command.text.clone(),
                         reason,
+                    };
+                }
+            }
+            for assignment in &analysis.assignments {
+                if let Some(why) = allow::assignment_refusal(&assignment.name) {
+                    return CommandVerdict::Denied {
+                        command: assignment.command.clone(),
+                        reason: format!(
+                            "sets `{}` ({why}); under a command allowlist a script may not set it",
+                            assignment.name
+                        ),
                     };
                 }
             }

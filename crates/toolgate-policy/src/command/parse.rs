@@ -14,8 +14,10 @@ use tree_sitter::{Node, ParseOptions, Parser, Tree};
 use super::words::{self, Word, node_text, resolve_word};
 use super::wrappers::{self, Next, ScriptText};
 
+mod assign;
 mod tree;
 
+pub(super) use assign::Assignment;
 pub(super) use tree::short;
 use tree::*;
 
@@ -46,6 +48,11 @@ pub struct SimpleCommand {
     /// wrapper and one for X. When `dynamic_name` is set, this is the name as
     /// written (`$X`), or the literal file name after its last `/`.
     pub name: String,
+    /// The program as written, after quote removal: `ls`, `./ls`,
+    /// `/usr/bin/ls` (the source text when the word is only known at run
+    /// time). A command allowlist matches this, not `name`: `./ls` is a file
+    /// in the working directory, not the `ls` the list means.
+    pub program: String,
     /// The arguments after quote removal (source text for dynamic ones).
     pub args: Vec<String>,
     /// The command's words joined by one space: name as written, then args.
@@ -73,6 +80,8 @@ pub(super) struct Analysis {
     /// Calls made from inside function bodies, for fork bomb detection.
     pub calls: Vec<Call>,
     pub device_writes: Vec<DeviceWrite>,
+    /// Every variable the script sets, for the allowlist.
+    pub assignments: Vec<Assignment>,
     /// Why (part of) the script could not be analysed.
     pub problems: Vec<String>,
 }
@@ -332,6 +341,7 @@ impl Extractor {
             node_depth: ctx.node_depth + 1,
             ..ctx
         };
+        self.note_assignments(node, src);
         match node.kind() {
             "command" => self.command(node, src, ctx),
             "pipeline" => self.pipeline(node, src, ctx),
@@ -400,11 +410,12 @@ impl Extractor {
             };
             let text = join_words(&words);
             let (name, dynamic_name) = words::command_name(first);
-            self.record(&name, args, &text, dynamic_name, ctx);
+            self.record(&name, first.text(), args, &text, dynamic_name, ctx);
             if dynamic_name {
                 return;
             }
             self.note_program_writes(&name, args, &text);
+            self.note_builtin_assignments(&name, args, &text);
             match wrappers::next_layer(&name, args, from_input) {
                 Next::Nothing => return,
                 Next::Command {
@@ -454,7 +465,15 @@ impl Extractor {
         }
     }
 
-    fn record(&mut self, name: &str, args: &[Word], text: &str, dynamic_name: bool, ctx: Context) {
+    fn record(
+        &mut self,
+        name: &str,
+        program: &str,
+        args: &[Word],
+        text: &str,
+        dynamic_name: bool,
+        ctx: Context,
+    ) {
         if let Some(caller) = ctx.function {
             self.analysis.calls.push(Call {
                 caller,
@@ -464,6 +483,7 @@ impl Extractor {
         }
         self.analysis.commands.push(SimpleCommand {
             name: name.to_string(),
+            program: program.to_string(),
             args: args.iter().map(|w| w.text().to_string()).collect(),
             text: text.to_string(),
             dynamic_name,

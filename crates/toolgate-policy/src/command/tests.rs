@@ -445,6 +445,7 @@ fn extract_commands_reports_every_layer() {
     let commands = extract_commands("X=1 sudo -u root /sbin/shutdown -h 'now'; $CMD x");
     let command = |name: &str, args: &[&str], text: &str, dynamic_name| SimpleCommand {
         name: name.to_string(),
+        program: text.split(' ').next().unwrap_or_default().to_string(),
         args: args.iter().map(|a| a.to_string()).collect(),
         text: text.to_string(),
         dynamic_name,

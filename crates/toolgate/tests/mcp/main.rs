@@ -12,6 +12,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod allowlist;
 mod calls;
 mod gate;
 mod http;
