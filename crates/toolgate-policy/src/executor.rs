@@ -35,7 +35,7 @@ pub struct ExecutorBuilder {
     policy: Option<Policy>,
     input_mode: InputMode,
     preset: Option<ToolPreset>,
-    only: Option<Vec<String>>,
+    only: Vec<Vec<String>>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
     output_dir: Option<PathBuf>,
@@ -44,9 +44,11 @@ pub struct ExecutorBuilder {
 impl ExecutorBuilder {
     /// Only these tools (names, or groups as `group:fs`) are active, on top
     /// of the preset and the access layer: a server that exposes a subset
-    /// (the filesystem tools, the shell tools).
+    /// (the filesystem tools, the shell tools). Called again, it narrows
+    /// further: a tool must be in every list (`--tools` and an untrusted
+    /// project's allow list).
     pub fn only_tools(mut self, tools: Vec<String>) -> Self {
-        self.only = Some(tools);
+        self.only.push(tools);
         self
     }
 
@@ -107,7 +109,7 @@ pub struct Executor {
     policy: Policy,
     input_mode: InputMode,
     preset: Option<ToolPreset>,
-    only: Option<Vec<String>>,
+    only: Vec<Vec<String>>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
     output_dir: Option<PathBuf>,
@@ -128,7 +130,7 @@ impl Executor {
             policy: None,
             input_mode: InputMode::default(),
             preset: None,
-            only: None,
+            only: Vec::new(),
             sinks: Vec::new(),
             approvals: None,
             output_dir: None,
@@ -168,7 +170,7 @@ impl Executor {
                 reason: format!("not in the {preset} tool preset"),
             };
         }
-        if let Some(only) = &self.only {
+        for only in &self.only {
             let listed = only
                 .iter()
                 .any(|t| *t == spec.name || spec.group.as_deref() == Some(t.as_str()));

@@ -33,6 +33,6 @@ pub use roots::{RootError, RootMap};
 pub use sandbox::{
     EgressSetup, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome,
 };
-pub use spec::{NetworkMode, SandboxSpec};
+pub use spec::{CONFIG_FILE_NAME, NetworkMode, SandboxSpec};
 pub use stage2::{Stage2Args, Stage2Error};
 pub use workspace::{FilesystemRules, Health, LocalWorkspace, Workspace, WorkspaceError};

@@ -21,7 +21,12 @@ use toolgate_sandbox::egress::{EgressMode, NetworkPolicy, SandboxRuntimeSettings
 use toolgate_sandbox::{BackendChoice, FilesystemRules, RootError, RootMap};
 
 /// The project file's name.
-pub const PROJECT_FILE: &str = "toolgate.toml";
+pub const PROJECT_FILE: &str = toolgate_sandbox::CONFIG_FILE_NAME;
+
+pub mod trust;
+mod untrusted;
+
+use trust::{TrustRecord, TrustStatus, TrustStore};
 
 /// One configuration file as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -160,6 +165,31 @@ fn yes() -> bool {
     true
 }
 
+impl PathsSection {
+    /// The section as if absent: the built-in entries, roots and temp dir.
+    fn standard() -> Self {
+        PathsSection {
+            defaults: true,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            workspace_roots: true,
+            temp_dir: true,
+        }
+    }
+}
+
+impl CommandsSection {
+    /// The section as if absent: the built-in denies.
+    fn standard() -> Self {
+        CommandsSection {
+            defaults: true,
+            deny: Vec::new(),
+            deny_patterns: Vec::new(),
+            on_parse_error: None,
+        }
+    }
+}
+
 /// Where each file came from, for messages.
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
@@ -198,12 +228,25 @@ pub struct Settings {
     pub network: EgressMode,
     /// Extra filesystem rules for commands (a sandbox-runtime settings file).
     pub filesystem: FilesystemRules,
+    /// The sandbox-runtime settings file they came from.
+    pub filesystem_source: Option<PathBuf>,
     /// `[serve]`.
     pub serve: ServeSection,
     /// Only these tools are active (`toolgate mcp --tools`).
     pub only_tools: Option<Vec<String>>,
     /// What of the configuration is not applied, one line each.
     pub notes: Vec<String>,
+    /// What the user must hear at every start: settings of an untrusted
+    /// project file that were ignored, one paragraph each.
+    pub warnings: Vec<String>,
+    /// An untrusted project file's `[access] allow`: only these tools (or
+    /// groups), on top of everything else.
+    pub narrow_to: Option<Vec<String>>,
+    /// toolgate's own files: the configuration it read or would read (every
+    /// `toolgate.toml` from the working directory up), the sandbox-runtime
+    /// settings file, the data directory (trust records, the serve token).
+    /// Protected from the agent wherever they lie inside a root.
+    pub own_files: Vec<PathBuf>,
 }
 
 /// What the command line said that overrides files and environment.
@@ -362,22 +405,183 @@ fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
 }
 
 /// Loads the user file, the project file (or `--config`), the environment
-/// and the overrides, in that order of precedence.
+/// and the overrides, in that order of precedence. A project file found by
+/// the discovery only tightens the user's configuration unless the user
+/// trusted it as it is (`toolgate trust`); a file named with `--config` is
+/// the user's own choice.
 pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, ConfigError> {
     let mut sources = Sources::default();
     let mut layers: Vec<(ConfigFile, PathBuf)> = Vec::new();
-    let project = match &overrides.config {
-        Some(path) => Some(env.cwd.join(path)),
-        None => env.project_config(),
-    };
-    let user = env.user_config().filter(|p| p.is_file());
-    for path in user.into_iter().chain(project) {
+    if let Some(path) = env.user_config().filter(|p| p.is_file()) {
         let file = read_file(&path)?;
         sources.files.push(path.clone());
         layers.push((file, path));
     }
+    let project = match &overrides.config {
+        Some(path) => Some((env.cwd.join(path), true)),
+        None => env.project_config().map(|path| (path, false)),
+    };
+    let mut untrusted = None;
+    if let Some((path, chosen)) = project {
+        // Parsed and digested from the same bytes: what is trusted is
+        // exactly what is applied.
+        let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let mut file = parse(&text, &path)?;
+        if !chosen {
+            let status = project_trust(env, &path, &bytes, &file);
+            if status != Ok(TrustStatus::Trusted) {
+                let base = layers.first().map(|(f, _)| f.clone()).unwrap_or_default();
+                let restricted = untrusted::restrict(file, &base);
+                file = restricted.file;
+                untrusted = Some(Untrusted {
+                    path: path.clone(),
+                    status,
+                    ignored: restricted.ignored,
+                    narrow_to: restricted.narrow_to,
+                });
+            }
+        }
+        sources.files.push(path.clone());
+        layers.push((file, path));
+    }
     let merged = merge(layers);
-    resolve(merged, env, overrides, sources)
+    let mut settings = resolve(merged, env, overrides, sources, untrusted.as_mut())?;
+    if let Some(untrusted) = untrusted {
+        settings.narrow_to = untrusted.narrow_to.clone();
+        if !untrusted.ignored.is_empty() {
+            settings.warnings.push(untrusted.warning());
+        }
+    }
+    settings.own_files = own_files(env, &settings);
+    Ok(settings)
+}
+
+/// What became of an untrusted project file.
+struct Untrusted {
+    path: PathBuf,
+    status: Result<TrustStatus, String>,
+    ignored: Vec<String>,
+    narrow_to: Option<Vec<String>>,
+}
+
+impl Untrusted {
+    fn warning(&self) -> String {
+        let why = match &self.status {
+            Ok(TrustStatus::Changed { trusted_at }) => {
+                format!("changed since it was trusted ({trusted_at})")
+            }
+            Ok(_) => "not trusted".to_owned(),
+            Err(e) => format!("not trusted ({e})"),
+        };
+        format!(
+            "{} is {why}, so it may tighten toolgate's configuration but not loosen it; \
+             ignored: {}. Its other settings apply. If you wrote it (or read it) and want it \
+             applied as written: toolgate trust {}",
+            self.path.display(),
+            self.ignored.join("; "),
+            self.path.display()
+        )
+    }
+}
+
+/// Whether the user trusted the project file `path` as read (`bytes`).
+fn project_trust(
+    env: &Environment,
+    path: &Path,
+    bytes: &[u8],
+    file: &ConfigFile,
+) -> Result<TrustStatus, String> {
+    let canonical = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+    let digest = trust::digest(bytes, settings_file(file, path).as_deref());
+    TrustStore::new(&env.data_dir()).status(&canonical, &digest)
+}
+
+/// The sandbox-runtime settings file a config file names, as a path.
+fn settings_file(file: &ConfigFile, path: &Path) -> Option<PathBuf> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    let named = file.network.as_ref()?.settings_file.as_ref()?;
+    Some(base.join(named))
+}
+
+/// Trusts the project file `path` as it is now: its canonical path and the
+/// digest of its content (and of the settings file it names). Also returns
+/// what of it the trust lets apply (what an untrusted file loses).
+pub fn trust_project_file(
+    env: &Environment,
+    path: &Path,
+) -> Result<(TrustRecord, Vec<String>), ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    // A file that does not parse cannot be applied; say so now.
+    let file = parse(&String::from_utf8_lossy(&bytes), path)?;
+    let canonical = std::fs::canonicalize(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let digest = trust::digest(&bytes, settings_file(&file, path).as_deref());
+    let base = match env.user_config().filter(|p| p.is_file()) {
+        Some(user) => read_file(&user)?,
+        None => ConfigFile::default(),
+    };
+    let loosening = untrusted::restrict(file, &base).ignored;
+    let record = TrustStore::new(&env.data_dir())
+        .trust(&canonical, &digest)
+        .map_err(|message| ConfigError::Policy {
+            origin: canonical.clone(),
+            message,
+        })?;
+    Ok((record, loosening))
+}
+
+/// Each trusted file and whether it is still as trusted (`None`: the file
+/// is gone or unreadable).
+pub fn trusted_files(env: &Environment) -> Result<Vec<(TrustRecord, Option<bool>)>, String> {
+    let store = TrustStore::new(&env.data_dir());
+    let records = store.list()?;
+    Ok(records
+        .into_iter()
+        .map(|record| {
+            let current = std::fs::read(&record.path).ok().and_then(|bytes| {
+                let file = parse(&String::from_utf8_lossy(&bytes), &record.path).ok();
+                let settings = file.and_then(|f| settings_file(&f, &record.path));
+                Some(trust::digest(&bytes, settings.as_deref()) == record.sha256)
+            });
+            (record, current)
+        })
+        .collect())
+}
+
+/// Revokes the trust of `path`; whether it was trusted.
+pub fn revoke_trust(env: &Environment, path: &Path) -> Result<bool, String> {
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| env.cwd.join(path));
+    TrustStore::new(&env.data_dir()).revoke(&canonical)
+}
+
+/// The project file the discovery finds from the working directory.
+pub fn discovered_project_file(env: &Environment) -> Option<PathBuf> {
+    env.project_config()
+}
+
+/// toolgate's own files (see [`Settings::own_files`]).
+fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = env
+        .cwd
+        .ancestors()
+        .map(|dir| dir.join(PROJECT_FILE))
+        .collect();
+    files.extend(env.user_config());
+    files.extend(settings.sources.files.iter().cloned());
+    files.extend(settings.filesystem_source.iter().cloned());
+    files.push(env.data_dir());
+    files.sort();
+    files.dedup();
+    files
 }
 
 /// A merged file and the directory relative paths are taken from.
@@ -465,6 +669,7 @@ fn resolve(
     env: &Environment,
     overrides: &Overrides,
     sources: Sources,
+    untrusted: Option<&mut Untrusted>,
 ) -> Result<Settings, ConfigError> {
     let (file, base_dir, origin) = match merged {
         Some(m) => (m.file, m.base_dir, m.origin),
@@ -489,7 +694,22 @@ fn resolve(
     let elevated = env_parsed(env, "TOOLGATE_ELEVATED", parse_bool)?
         .or(file.tools.as_ref().map(|t| t.elevated))
         .unwrap_or(false);
-    let (roots, root_aliases) = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
+    let (mut roots, root_aliases) = resolve_roots(&file, overrides, env, &base_dir, &origin)?;
+    // An untrusted file's roots stay within the working directory, the
+    // root the user gets without it.
+    if let Some(untrusted) = untrusted
+        && overrides.roots.is_empty()
+        && file.roots.is_some()
+    {
+        let cwd = std::fs::canonicalize(&env.cwd).unwrap_or_else(|_| env.cwd.clone());
+        if !roots.iter().all(|root| root.starts_with(&cwd)) {
+            untrusted.ignored.push(format!(
+                "roots (they reach outside the working directory {})",
+                cwd.display()
+            ));
+            roots = vec![cwd];
+        }
+    }
     let network = match &file.network {
         Some(network) => network.build(&base_dir).map_err(|e| ConfigError::Policy {
             origin: origin.clone(),
@@ -513,13 +733,7 @@ fn resolve(
     // What commands may not read, no tool may read or write either.
     let mut file = file;
     if !filesystem.read_deny.is_empty() {
-        let paths = file.paths.get_or_insert_with(|| PathsSection {
-            defaults: true,
-            allow: Vec::new(),
-            deny: Vec::new(),
-            workspace_roots: true,
-            temp_dir: true,
-        });
+        let paths = file.paths.get_or_insert_with(PathsSection::standard);
         for path in &filesystem.read_deny {
             let path = path.display().to_string();
             paths.deny.push(format!("{path}/**"));
@@ -556,6 +770,12 @@ fn resolve(
         serve: file.serve.clone().unwrap_or_default(),
         only_tools: None,
         notes,
+        warnings: Vec::new(),
+        narrow_to: None,
+        own_files: Vec::new(),
+        filesystem_source: settings_file
+            .as_ref()
+            .map(|settings| settings.path.clone()),
     })
 }
 

@@ -6,6 +6,7 @@ mod mcp;
 mod render;
 mod resolve;
 mod sandbox;
+mod trust;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -125,6 +126,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Trust a project's toolgate.toml as it is now, so that settings that
+    /// loosen the configuration (a weaker sandbox, `elevated`, allow rules,
+    /// a looser policy ...) apply from it; any change to the file voids the
+    /// trust. Untrusted project files may only tighten.
+    Trust {
+        /// The file (default: the toolgate.toml found from the working
+        /// directory up).
+        file: Option<PathBuf>,
+        /// List the trusted files and whether each is unchanged.
+        #[arg(long, conflicts_with_all = ["revoke", "file"])]
+        list: bool,
+        /// Withdraw the trust of the file.
+        #[arg(long)]
+        revoke: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect the policy.
     Policy {
         #[command(subcommand)]
@@ -210,6 +229,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
         roots: cli.roots.clone(),
         root_aliases: cli.root_aliases.clone(),
     };
+    // Before the configuration is loaded: its warnings are about what
+    // this command changes.
+    if let Command::Trust {
+        file,
+        list,
+        revoke,
+        json,
+    } = cli.command
+    {
+        let request = trust::Request {
+            file,
+            list,
+            revoke,
+            json,
+        };
+        return trust::run(&env, request);
+    }
     let settings = config::load(&env, &overrides)?;
     for note in &settings.notes {
         eprintln!("toolgate: note: {note}");
@@ -255,7 +291,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let cwd = sandbox::working_dir(&settings, &env);
     let ctx = CallContext::new(call_id(), "cli", cwd).with_roots(settings.roots.clone());
     match command {
-        Command::Mcp { .. } | Command::Serve { .. } | Command::Resolve { .. } => {
+        Command::Mcp { .. }
+        | Command::Serve { .. }
+        | Command::Resolve { .. }
+        | Command::Trust { .. } => {
             unreachable!("handled above")
         }
         Command::Doctor { json } => {
@@ -327,6 +366,9 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
         builder = builder.output_dir(dir.clone());
     }
     if let Some(tools) = &settings.only_tools {
+        builder = builder.only_tools(tools.clone());
+    }
+    if let Some(tools) = &settings.narrow_to {
         builder = builder.only_tools(tools.clone());
     }
     Ok(builder.build())

@@ -85,7 +85,9 @@ fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorksp
         LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
             .context("cannot open the workspace roots")?
             .network(network_mode(settings))
-            .filesystem(settings.filesystem.clone()),
+            .filesystem(settings.filesystem.clone())
+            .protect(&settings.own_files)
+            .context("cannot open the workspace roots")?,
     )
 }
 

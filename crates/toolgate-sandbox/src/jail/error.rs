@@ -21,10 +21,7 @@ pub enum JailError {
     },
     /// The path is (or lies under) an entry no tool may change: git's hooks
     /// and config, shell start-up files, editor and agent configuration.
-    #[error(
-        "`{}` is protected (`{rule}`): git hooks and config, shell start-up files and editor or agent configuration can run programs on the host, so no tool may write, move or remove them; ask the user to change it",
-        shown(path)
-    )]
+    #[error("{}", protected_message(path, rule))]
     Protected { path: PathBuf, rule: &'static str },
     /// The path contains a NUL byte, which no file name can hold.
     #[error("the path {path:?} contains a NUL byte; remove it, no file name can contain one")]
@@ -137,4 +134,19 @@ pub(crate) fn invalid(path: &Path, message: &'static str) -> JailError {
         path: path.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, message),
     }
+}
+
+fn protected_message(path: &Path, rule: &str) -> String {
+    let why = if rule == super::protect::TOOLGATE_OWN || rule == crate::spec::CONFIG_FILE_NAME {
+        "toolgate's own configuration and data decide how commands are sandboxed and what \
+         the policy allows"
+    } else {
+        "git hooks and config, shell start-up files and editor or agent configuration can run \
+         programs on the host"
+    };
+    format!(
+        "`{}` is protected (`{rule}`): {why}, so no tool may write, move or remove them; ask \
+         the user to change it",
+        shown(path)
+    )
 }

@@ -20,6 +20,7 @@ mod files;
 mod resolve;
 mod sandbox;
 mod tool_detail;
+mod trust;
 
 struct Sandbox {
     dir: tempfile::TempDir,

@@ -1,0 +1,381 @@
+//! An untrusted project file tightens, never loosens.
+//!
+//! A `toolgate.toml` that arrives with a project (a cloned repository, or a
+//! file an agent once wrote) is not the user's word. Until the user trusts
+//! it (`toolgate trust`), [`restrict`] keeps of it only what makes toolgate
+//! stricter than the user's own configuration (the user file, or the
+//! built-in defaults) and names everything else it ignores. A setting is
+//! kept when it takes nothing away from the user's configuration:
+//!
+//! - presets: a tool preset with no tool the user's lacks, a policy preset
+//!   at least as strict (permissive < standard < strict < readonly);
+//! - lists that deny (`[access] deny`, path and command denies, rules that
+//!   deny or ask) are added to the user's; lists that allow (`[access]
+//!   allow`) only narrow: they cannot lift the effect-class cap;
+//! - limits (caps, timeouts, process counts) are the lower of the two;
+//! - the sandbox backend at least as strong (none < landlock < auto <
+//!   bwrap), `require_bwrap` added, the network no wider (host only where
+//!   the user has host, a proxy allowlist within the user's);
+//! - never from an untrusted file: `elevated`, host variables (`pass_env`)
+//!   the user does not pass, path allows, `defaults = false`, allow rules,
+//!   other root aliases, an output directory, a sandbox-runtime settings
+//!   file, the serve token, accepted hosts and remote serving.
+//!
+//! Sections are whole in the merge (a project section replaces the user's),
+//! so each kept section starts from the user's and takes the project's
+//! tightening on top.
+
+use toolgate_core::EffectClass;
+use toolgate_policy::command::ParseFallback;
+use toolgate_policy::{PolicyPreset, ResourcePolicy, RuleAction};
+use toolgate_sandbox::BackendChoice;
+use toolgate_sandbox::egress::{NetworkModeName, NetworkPolicy};
+
+use super::{
+    AccessSection, CommandsSection, ConfigFile, PathsSection, SandboxSection, ServeSection,
+    ToolsSection,
+};
+
+/// What of an untrusted project file is kept.
+#[derive(Debug, Default)]
+pub struct Restricted {
+    /// The file with only its tightening left.
+    pub file: ConfigFile,
+    /// The project's `[access] allow` list, which may only narrow: a tool
+    /// must be in it as well as pass the user's access layer.
+    pub narrow_to: Option<Vec<String>>,
+    /// Each setting that was ignored, with why.
+    pub ignored: Vec<String>,
+}
+
+/// Keeps what in `project` tightens `base` (the user's file, or the
+/// defaults when there is none).
+pub fn restrict(project: ConfigFile, base: &ConfigFile) -> Restricted {
+    let mut ignored = Vec::new();
+    let mut file = ConfigFile::default();
+    if let Some(preset) = project.preset {
+        match base.preset {
+            Some(own) if !preset.tools().iter().all(|t| own.contains(t)) => ignored.push(format!(
+                "preset = \"{preset}\" (it has tools the user's preset \"{own}\" lacks)"
+            )),
+            _ => file.preset = Some(preset),
+        }
+    }
+    let own_policy = base.policy.unwrap_or(PolicyPreset::Standard);
+    if let Some(policy) = project.policy {
+        if strictness(policy) < strictness(own_policy) {
+            ignored.push(format!(
+                "policy = \"{policy}\" (looser than \"{own_policy}\")"
+            ));
+        } else {
+            file.policy = Some(policy);
+        }
+    }
+    let policy = file.policy.unwrap_or(own_policy);
+    match project.strict_tool_input {
+        Some(false) if base.strict_tool_input == Some(true) => {
+            ignored.push("strict_tool_input = false".to_owned());
+        }
+        other => file.strict_tool_input = other,
+    }
+    // Checked against the user's roots once resolved (see `resolve`).
+    file.roots = project.roots;
+    if project.root_aliases.as_ref().is_some_and(|a| !a.is_empty()) {
+        ignored.push("[root_aliases] (they can name any directory)".to_owned());
+    }
+    if project.output_dir.is_some() {
+        ignored.push("output_dir (it can name any directory)".to_owned());
+    }
+    let mut narrow_to = None;
+    if let Some(access) = project.access {
+        let (section, allow) = access_section(access, base.access.as_ref(), policy);
+        file.access = Some(section);
+        narrow_to = allow;
+    }
+    if let Some(paths) = project.paths {
+        file.paths = Some(paths_section(paths, base.paths.as_ref(), &mut ignored));
+    }
+    if let Some(commands) = project.commands {
+        let section = commands_section(commands, base.commands.as_ref(), policy, &mut ignored);
+        file.commands = Some(section);
+    }
+    if let Some(resources) = project.resources {
+        file.resources = Some(resources_section(
+            resources,
+            base.resources.unwrap_or_default(),
+            &mut ignored,
+        ));
+    }
+    for rule in project.rules {
+        if rule.action == RuleAction::Allow {
+            ignored.push(format!("the rule that allows `{}`", rule.pattern));
+        } else {
+            file.rules.push(rule);
+        }
+    }
+    if let Some(sandbox) = project.sandbox {
+        file.sandbox = Some(sandbox_section(sandbox, base.sandbox.as_ref(), &mut ignored));
+    }
+    if let Some(tools) = project.tools {
+        file.tools = Some(tools_section(tools, base.tools.as_ref(), &mut ignored));
+    }
+    if let Some(network) = project.network
+        && let Some(network) = network_section(network, base.network.as_ref(), &mut ignored)
+    {
+        file.network = Some(network);
+    }
+    if let Some(serve) = project.serve {
+        file.serve = Some(serve_section(serve, base.serve.as_ref(), &mut ignored));
+    }
+    Restricted {
+        file,
+        narrow_to,
+        ignored,
+    }
+}
+
+fn strictness(preset: PolicyPreset) -> u8 {
+    match preset {
+        PolicyPreset::Permissive => 0,
+        PolicyPreset::Standard => 1,
+        PolicyPreset::Strict => 2,
+        PolicyPreset::Readonly => 3,
+    }
+}
+
+fn strength(backend: BackendChoice) -> u8 {
+    match backend {
+        BackendChoice::None => 0,
+        BackendChoice::Landlock => 1,
+        BackendChoice::Auto => 2,
+        BackendChoice::Bwrap => 3,
+    }
+}
+
+/// Without a user `[access]`, the policy preset's cap is the user's.
+fn access_section(
+    project: AccessSection,
+    base: Option<&AccessSection>,
+    policy: PolicyPreset,
+) -> (AccessSection, Option<Vec<String>>) {
+    let (allow, mut deny, own_cap) = match base {
+        Some(b) => (b.allow.clone(), b.deny.clone(), b.cap),
+        None => (Vec::new(), Vec::new(), Some(policy.cap())),
+    };
+    deny.extend(project.deny);
+    let cap = lower(own_cap, project.cap);
+    let narrow = (!project.allow.is_empty()).then_some(project.allow);
+    (AccessSection { allow, deny, cap }, narrow)
+}
+
+/// The lower of two caps, where `None` is no cap.
+fn lower(a: Option<EffectClass>, b: Option<EffectClass>) -> Option<EffectClass> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn paths_section(
+    project: PathsSection,
+    base: Option<&PathsSection>,
+    ignored: &mut Vec<String>,
+) -> PathsSection {
+    let mut section = base.cloned().unwrap_or_else(PathsSection::standard);
+    if !project.defaults && section.defaults {
+        ignored.push("[paths] defaults = false (it drops the built-in denies)".to_owned());
+    }
+    section.defaults |= project.defaults;
+    for entry in &project.allow {
+        ignored.push(format!("[paths] allow `{entry}`"));
+    }
+    section.deny.extend(project.deny);
+    if project.workspace_roots && !section.workspace_roots {
+        ignored.push("[paths] workspace_roots = true".to_owned());
+    }
+    section.workspace_roots &= project.workspace_roots;
+    if project.temp_dir && !section.temp_dir {
+        ignored.push("[paths] temp_dir = true".to_owned());
+    }
+    section.temp_dir &= project.temp_dir;
+    section
+}
+
+fn commands_section(
+    project: CommandsSection,
+    base: Option<&CommandsSection>,
+    policy: PolicyPreset,
+    ignored: &mut Vec<String>,
+) -> CommandsSection {
+    let mut section = base.cloned().unwrap_or_else(CommandsSection::standard);
+    if !project.defaults && section.defaults {
+        ignored.push("[commands] defaults = false (it drops the built-in denies)".to_owned());
+    }
+    section.defaults |= project.defaults;
+    section.deny.extend(project.deny);
+    section.deny_patterns.extend(project.deny_patterns);
+    let own = section.on_parse_error.unwrap_or(policy.parse_fallback());
+    match project.on_parse_error {
+        Some(ParseFallback::Deny) => section.on_parse_error = Some(ParseFallback::Deny),
+        Some(ParseFallback::Sandbox) if own == ParseFallback::Deny => {
+            ignored.push("[commands] on_parse_error = \"sandbox\"".to_owned());
+        }
+        _ => {}
+    }
+    section
+}
+
+fn resources_section(
+    project: ResourcePolicy,
+    base: ResourcePolicy,
+    ignored: &mut Vec<String>,
+) -> ResourcePolicy {
+    let mut wider = |name: &str, ours: u64, theirs: u64| {
+        if theirs > ours {
+            ignored.push(format!("[resources] {name} = {theirs} (above {ours})"));
+        }
+    };
+    wider(
+        "max_output_bytes",
+        base.max_output_bytes as u64,
+        project.max_output_bytes as u64,
+    );
+    wider(
+        "max_output_lines",
+        base.max_output_lines as u64,
+        project.max_output_lines as u64,
+    );
+    wider("max_file_bytes", base.max_file_bytes, project.max_file_bytes);
+    ResourcePolicy {
+        max_output_bytes: base.max_output_bytes.min(project.max_output_bytes),
+        max_output_lines: base.max_output_lines.min(project.max_output_lines),
+        max_file_bytes: base.max_file_bytes.min(project.max_file_bytes),
+    }
+}
+
+fn sandbox_section(
+    project: SandboxSection,
+    base: Option<&SandboxSection>,
+    ignored: &mut Vec<String>,
+) -> SandboxSection {
+    let mut section = base.cloned().unwrap_or_default();
+    if strength(project.backend) < strength(section.backend) {
+        ignored.push(format!(
+            "[sandbox] backend = \"{}\" (weaker than \"{}\")",
+            project.backend, section.backend
+        ));
+    } else {
+        section.backend = project.backend;
+    }
+    section.require_bwrap |= project.require_bwrap;
+    section
+}
+
+/// The defaults of `[tools]` limits, which an untrusted file may lower.
+const MAX_TIMEOUT: u64 = 600;
+const MAX_PROCESSES: usize = 8;
+
+fn tools_section(
+    project: ToolsSection,
+    base: Option<&ToolsSection>,
+    ignored: &mut Vec<String>,
+) -> ToolsSection {
+    let mut section = base.cloned().unwrap_or_default();
+    if project.elevated && !section.elevated {
+        ignored.push("[tools] elevated = true (it runs commands outside the sandbox)".to_owned());
+    }
+    section.elevated &= project.elevated;
+    let own = std::mem::take(&mut section.pass_env);
+    for name in project.pass_env {
+        if own.contains(&name) {
+            section.pass_env.push(name);
+        } else {
+            ignored.push(format!("[tools] pass_env `{name}`"));
+        }
+    }
+    let own_timeout = section.max_timeout.unwrap_or(MAX_TIMEOUT);
+    if let Some(timeout) = project.max_timeout {
+        if timeout > own_timeout {
+            ignored.push(format!("[tools] max_timeout = {timeout} (above {own_timeout})"));
+        }
+        section.max_timeout = Some(timeout.min(own_timeout));
+    }
+    let own_processes = section.max_processes.unwrap_or(MAX_PROCESSES);
+    if let Some(processes) = project.max_processes {
+        if processes > own_processes {
+            ignored.push(format!(
+                "[tools] max_processes = {processes} (above {own_processes})"
+            ));
+        }
+        section.max_processes = Some(processes.min(own_processes));
+    }
+    section
+}
+
+/// `None` when the user's section stays as it is.
+fn network_section(
+    project: NetworkPolicy,
+    base: Option<&NetworkPolicy>,
+    ignored: &mut Vec<String>,
+) -> Option<NetworkPolicy> {
+    let own_mode = base.map_or(NetworkModeName::None, |b| b.mode);
+    if project.settings_file.is_some() {
+        ignored.push("[network] settings_file (a file toolgate would read rules from)".to_owned());
+    }
+    // The user's own settings file is read relative to the user's file:
+    // a project section in its place would lose its rules.
+    if base.is_some_and(|b| b.settings_file.is_some()) {
+        ignored.push(
+            "[network] (the user's [network] names a settings file, kept as it is)".to_owned(),
+        );
+        return None;
+    }
+    match (project.mode, own_mode) {
+        (NetworkModeName::None, _)
+        | (NetworkModeName::Host | NetworkModeName::Proxy, NetworkModeName::Host) => {
+            let mut network = project;
+            network.settings_file = None;
+            Some(network)
+        }
+        (NetworkModeName::Proxy, NetworkModeName::Proxy) => {
+            let own = base.map(|b| b.allow.as_slice()).unwrap_or_default();
+            let mut allow = Vec::new();
+            for host in project.allow {
+                if own.contains(&host) {
+                    allow.push(host);
+                } else {
+                    ignored.push(format!("[network] allow `{host}`"));
+                }
+            }
+            let mut network = base.cloned().unwrap_or_default();
+            network.allow = allow;
+            network.deny.extend(project.deny);
+            Some(network)
+        }
+        (mode, own) => {
+            ignored.push(format!(
+                "[network] mode = \"{mode}\" (wider than \"{own}\")"
+            ));
+            None
+        }
+    }
+}
+
+fn serve_section(
+    project: ServeSection,
+    base: Option<&ServeSection>,
+    ignored: &mut Vec<String>,
+) -> ServeSection {
+    let mut section = base.cloned().unwrap_or_default();
+    if project.token.is_some() {
+        ignored.push("[serve] token (a token the project's authors know)".to_owned());
+    }
+    for host in &project.allowed_hosts {
+        ignored.push(format!("[serve] allowed_hosts `{host}`"));
+    }
+    if project.allow_remote && !section.allow_remote {
+        ignored.push("[serve] allow_remote = true".to_owned());
+    }
+    section.port = project.port.or(section.port);
+    section
+}
