@@ -428,10 +428,10 @@ impl Jail {
                     return Err(JailError::Escape {
                         path: rel.to_owned(),
                         root: self.root.clone(),
-                        link: Some(EscapingLink {
+                        link: Some(Box::new(EscapingLink {
                             link: rel.to_owned(),
                             target,
-                        }),
+                        })),
                     });
                 }
             }

@@ -13,11 +13,11 @@ pub enum JailError {
     /// The path leaves the root (absolute path outside it, `..` above it, a
     /// symlink pointing out). `link` names the symlink that leads out, when
     /// one does.
-    #[error("{}", escape_message(path, root, link.as_ref()))]
+    #[error("{}", escape_message(path, root, link.as_deref()))]
     Escape {
         path: PathBuf,
         root: PathBuf,
-        link: Option<EscapingLink>,
+        link: Option<Box<EscapingLink>>,
     },
     /// The path is (or lies under) an entry no tool may change: git's hooks
     /// and config, shell start-up files, editor and agent configuration.

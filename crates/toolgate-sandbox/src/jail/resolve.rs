@@ -136,6 +136,6 @@ fn escape(jail: &Jail, rel: &Path, link: Option<EscapingLink>) -> JailError {
     JailError::Escape {
         path: rel.to_path_buf(),
         root: jail.root.clone(),
-        link,
+        link: link.map(Box::new),
     }
 }
