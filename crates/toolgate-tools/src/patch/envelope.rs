@@ -61,12 +61,19 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
     };
     let mut ops = Vec::new();
     while i < end {
-        let line = lines[i].trim_end();
-        if line.trim().is_empty() {
+        // File headers are trimmed both sides, like `*** Begin/End Patch`:
+        // models (and Codex's own scenarios) indent them at times.
+        let line = lines[i].trim();
+        if line.is_empty() {
             i += 1;
             continue;
         }
-        let section_end = next_header(lines, i + 1, end);
+        // An Add body has only `+` lines and a Delete none, so an indented
+        // header there is unambiguous; in an Update body a line that starts
+        // with a space is context, so only a header at the start of a line
+        // ends it.
+        let indented_ends = !line.starts_with(UPDATE);
+        let section_end = next_header(lines, i + 1, end, indented_ends);
         if let Some(raw) = line.strip_prefix(ADD) {
             let path = normalize_path(raw.trim())?;
             let body = trim_blank_tail(&lines[i + 1..section_end]);
@@ -109,7 +116,7 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
                 j += 1;
             }
             if j < section_end
-                && let Some(dest) = lines[j].trim_end().strip_prefix(MOVE)
+                && let Some(dest) = lines[j].trim().strip_prefix(MOVE)
             {
                 move_to = Some(normalize_path(dest.trim())?);
                 j += 1;
@@ -139,11 +146,15 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
 }
 
 /// Index of the next `*** Add/Delete/Update File:` header at or after
-/// `from` (or `end`).
-fn next_header(lines: &[&str], from: usize, end: usize) -> usize {
+/// `from` (or `end`); an indented one counts when `indented` is true.
+fn next_header(lines: &[&str], from: usize, end: usize, indented: bool) -> usize {
     (from..end)
         .find(|&k| {
-            let l = lines[k];
+            let l = if indented {
+                lines[k].trim_start()
+            } else {
+                lines[k]
+            };
             l.starts_with(ADD) || l.starts_with(DELETE) || l.starts_with(UPDATE)
         })
         .unwrap_or(end)

@@ -235,3 +235,27 @@ fn paths_are_checked_and_normalised() {
     let e = err("*** Begin Patch\n*** Update File: a\n*** Move to: ../b\n*** End Patch");
     assert!(e.contains("\"../b\""), "{e}");
 }
+
+#[test]
+fn file_headers_may_be_indented_and_padded() {
+    let plain = "*** Begin Patch\n*** Update File: foo.txt\n*** Move to: bar.txt\n@@\n-a\n+b\n\
+                 *** Add File: new.txt\n+n\n*** Delete File: old.txt\n\
+                 *** Add File: last.txt\n+l\n*** End Patch";
+    let padded = "*** Begin Patch\n  *** Update File: foo.txt  \n\t*** Move to: bar.txt \n@@\n-a\n+b\n\
+                  *** Add File: new.txt\n+n\n   *** Delete File: old.txt\n\
+                  \t*** Add File: last.txt \n+l\n*** End Patch";
+    let expected = ops(plain);
+    assert_eq!(expected.len(), 4);
+    assert_eq!(ops(padded), expected);
+    // In an Update body a line starting with a space is context, also when
+    // it reads like a header.
+    let context =
+        ops("*** Begin Patch\n*** Update File: a\n@@\n *** Add File: b\n-x\n*** End Patch");
+    let [FileOp::Update { hunks, .. }] = context.as_slice() else {
+        panic!("{context:?}");
+    };
+    assert_eq!(
+        hunks[0].lines[0],
+        HunkLine::Context("*** Add File: b".into())
+    );
+}
