@@ -47,6 +47,20 @@ pub trait ScopeSource: Send + Sync + 'static {
     /// them (a client's roots after [`crate::narrow_roots`]). Each scope has
     /// its own background processes, which end when it is dropped.
     fn scope(&self, roots: &[PathBuf]) -> Result<Scope, String>;
+    /// Why no call may run in `roots` although they lie inside the
+    /// operator's (say, one of them is the home directory): every call of a
+    /// connection working there gets this message, until the client offers
+    /// roots that are fine. `None`: calls run.
+    fn refusal(&self, roots: &[PathBuf]) -> Option<String> {
+        let _ = roots;
+        None
+    }
+    /// What every client should be told of this server (a weakened sandbox,
+    /// roots that refuse every call): added to the server instructions and
+    /// sent as a warning in the MCP log once the client has initialized.
+    fn notices(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What all connections share.
@@ -59,6 +73,8 @@ struct Shared {
     /// roots, so background processes outlive the request that started them.
     narrowed: Mutex<HashMap<Vec<PathBuf>, Arc<Scope>>>,
     tools: Vec<Tool>,
+    /// The source's notices, fixed at the start.
+    notices: Vec<String>,
     calls: AtomicU64,
 }
 
@@ -73,6 +89,7 @@ impl McpServer {
     /// scope's active tools.
     pub fn new(source: Arc<dyn ScopeSource>) -> Result<Self, String> {
         let operator = Arc::new(source.scope(&source.operator_roots())?);
+        let notices = source.notices();
         let tools = operator
             .executor
             .tools()
@@ -86,6 +103,7 @@ impl McpServer {
                 operator,
                 narrowed: Mutex::new(HashMap::new()),
                 tools,
+                notices,
                 calls: AtomicU64::new(0),
             }),
         })
@@ -257,6 +275,9 @@ impl Connection {
     /// is the session; stateless 2026-07-28 requests, which have none).
     fn scope_over(&self, roots: Vec<PathBuf>, context: &RequestContext<RoleServer>) -> Resolved {
         let shared = &self.shared;
+        if let Some(message) = shared.source.refusal(&roots) {
+            return Resolved::Unusable(message);
+        }
         let resolved = |scope: Result<Arc<Scope>, String>| match scope {
             Ok(scope) => Resolved::Ready(scope),
             Err(message) => {
@@ -432,6 +453,12 @@ fn rank(level: LoggingLevel) -> u8 {
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
         let roots = shown(&self.shared.operator.roots);
+        let notices: String = self
+            .shared
+            .notices
+            .iter()
+            .map(|n| format!(" {n}"))
+            .collect();
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_logging()
@@ -441,8 +468,20 @@ impl ServerHandler for Connection {
         .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
         .with_instructions(format!(
             "toolgate runs these tools in a sandbox under a policy. Files: inside {roots}. \
-             A refused call names the policy layer and why; change the call rather than retrying it."
+             A refused call names the policy layer and why; change the call rather than retrying it.\
+             {notices}"
         ))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Said once per connection, so a client's log shows it beside the
+        // calls it concerns; the instructions say it too.
+        for notice in &self.shared.notices {
+            let message =
+                LoggingMessageNotificationParam::new(LoggingLevel::Warning, json!(notice))
+                    .with_logger("toolgate");
+            let _ = context.peer.notify_logging_message(message).await;
+        }
     }
 
     async fn list_tools(

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+mod weakening;
+pub use weakening::Weakening;
+
 /// How long one probe of bubblewrap may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 

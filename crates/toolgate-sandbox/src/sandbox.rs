@@ -179,8 +179,10 @@ pub struct SandboxOutcome {
     pub outcome: ExecOutcome,
     /// The backend that ran it.
     pub backend: Backend,
-    /// `Some` with a warning when the command ran without any sandbox.
-    pub unsandboxed: Option<String>,
+    /// `Some` with a note when the command ran under a weaker backend than
+    /// bubblewrap (landlock: no masks, no namespaces) or none at all; every
+    /// result that shows the command's output shows this too.
+    pub weakened: Option<String>,
     /// What toolgate undid after the run (protected files the command created).
     pub warnings: Vec<String>,
 }
@@ -329,8 +331,7 @@ impl Sandbox {
         Ok(SandboxOutcome {
             outcome,
             backend: self.backend,
-            unsandboxed: (self.backend == Backend::None)
-                .then(|| "ran WITHOUT a sandbox (backend `none`, for development only)".to_owned()),
+            weakened: self.backend.weakened_note().map(str::to_owned),
             warnings,
         })
     }

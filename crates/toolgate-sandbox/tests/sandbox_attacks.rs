@@ -433,7 +433,7 @@ async fn exit_codes_and_signals_pass_through() {
     ] {
         let o = w.sh(script).await;
         assert_eq!(o.outcome.exit_code, code, "{script}: {o:?}");
-        assert_eq!(o.unsandboxed, None);
+        assert_eq!(o.weakened, None);
     }
     let l = World::new(BackendChoice::Landlock);
     let o = l.sh("kill -9 $$").await;
@@ -485,7 +485,7 @@ async fn the_none_backend_says_so_on_every_result() {
     let o = w.sh("true").await;
     ok(&o);
     assert_eq!(
-        o.unsandboxed.as_deref(),
+        o.weakened.as_deref(),
         Some("ran WITHOUT a sandbox (backend `none`, for development only)")
     );
 }

@@ -170,7 +170,7 @@ impl TypedTool for BashTool {
             timeout,
         )
         .await?;
-        for warning in outcome.unsandboxed.iter().chain(&outcome.warnings) {
+        for warning in outcome.weakened.iter().chain(&outcome.warnings) {
             let _ = writeln!(text, "[{warning}]");
         }
         structured["backend"] = json!(outcome.backend);

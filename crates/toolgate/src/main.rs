@@ -336,6 +336,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, json } => {
+            sandbox::starting(&settings, &env)?;
             let args = parse_args(&args)?;
             let result = runtime()?.block_on(executor.call(&tool, args, &ctx));
             render::call_result(&tool, result, json)
@@ -383,6 +384,7 @@ fn prompt(
     session: Option<String>,
 ) -> Result<ExitCode> {
     use toolgate_tools::prompt::{PromptOptions, assemble};
+    sandbox::starting(settings, env)?;
     let workspace = sandbox::workspace(settings, env)?;
     let mut options = PromptOptions::default();
     if let Some(id) = session {

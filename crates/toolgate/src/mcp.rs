@@ -18,6 +18,8 @@ struct ConfiguredScopes {
     settings: Settings,
     env: Environment,
     demo: bool,
+    /// What the start said on stderr, for every client too.
+    notices: Vec<String>,
 }
 
 impl ScopeSource for ConfiguredScopes {
@@ -36,6 +38,18 @@ impl ScopeSource for ConfiguredScopes {
             cwd: crate::sandbox::working_dir(&settings, env),
             roots: settings.roots,
         })
+    }
+
+    /// The server starts over a home-directory root (MCP clients often
+    /// start servers in `~`), so that a client can still send narrower
+    /// roots; until it does, every call is refused.
+    fn refusal(&self, roots: &[PathBuf]) -> Option<String> {
+        crate::sandbox::home_root(roots, &self.env)
+            .map(|why| format!("{why}: {}", crate::sandbox::HOME_ROOT_MCP_HINT))
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.notices.clone()
     }
 }
 
@@ -84,11 +98,7 @@ impl Exposure {
                 .context("--allow-commands / --allow-pattern")?;
         }
         if self.no_sandbox {
-            eprintln!(
-                "toolgate: WARNING: --no-sandbox: commands run directly on this machine with \
-                 toolgate's own privileges; only the command allowlist and the file tools' \
-                 roots stand in the way"
-            );
+            // The start says so, like every other way to backend `none`.
             settings.backend = toolgate_sandbox::BackendChoice::None;
         }
         Ok(settings)
@@ -96,10 +106,15 @@ impl Exposure {
 }
 
 fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
+    let notices = crate::sandbox::server_notices(&settings, &env)?;
+    for notice in &notices {
+        eprintln!("toolgate: {notice}");
+    }
     let scopes = ConfiguredScopes {
         settings,
         env,
         demo,
+        notices,
     };
     McpServer::new(Arc::new(scopes)).map_err(anyhow::Error::msg)
 }

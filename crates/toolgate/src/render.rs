@@ -138,6 +138,7 @@ pub fn doctor(
             "backend_choice": settings.backend,
             "backend": backend.as_ref().ok(),
             "error": backend.as_ref().err().map(|e| e.to_string()),
+            "weakening": backend.as_ref().ok().and_then(|b| probe.weakening(*b)),
             "smoke_test": match &smoke {
                 Ok(report) => json!({"ok": true, "report": report}),
                 Err(error) => json!({"ok": false, "error": error}),
@@ -184,6 +185,11 @@ pub fn doctor(
             Err(e) => format!("unavailable: {e}"),
         };
         rows.push(["backend".to_owned(), chosen]);
+        rows.extend(crate::sandbox::weakening_rows(
+            settings,
+            probe,
+            backend.clone().ok(),
+        ));
         let smoke_line = match &smoke {
             Ok(report) => report.clone(),
             Err(error) => format!("FAILED: {error}"),

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use toolgate_sandbox::egress::EgressMode;
+use toolgate_sandbox::probe::Weakening;
 use toolgate_sandbox::proxy::{ConnectionRecord, SystemResolver};
 use toolgate_sandbox::{
     LocalWorkspace, NetworkMode, Sandbox, SandboxCommand, SandboxConfig, SandboxSpec, Workspace,
@@ -91,9 +92,145 @@ fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorksp
     )
 }
 
+/// The checks of every start that runs tools from the command line
+/// (`call`, `prompt`, `sandbox`): a root that is or contains the home
+/// directory is refused, and so is a backend weaker than bubblewrap under
+/// `[sandbox] require_bwrap`; a weakened sandbox is announced on stderr.
+pub fn starting(settings: &Settings, env: &Environment) -> Result<()> {
+    if let Some(why) = home_root(&settings.roots, env) {
+        bail!(
+            "{why}; run toolgate in a project directory or pass --root PROJECT (a directory \
+             that holds only the project)"
+        );
+    }
+    if let Some(warning) = sandbox_warning(settings, env)? {
+        eprintln!("toolgate: {warning}");
+    }
+    Ok(())
+}
+
+/// What `mcp` and `serve` say at the start (stderr) and to every client
+/// (the server instructions and the MCP log): a weakened sandbox, and a
+/// home-directory root, which keeps the server up but refuses every call
+/// until a client sends narrower roots. `require_bwrap` refuses to start.
+pub fn server_notices(settings: &Settings, env: &Environment) -> Result<Vec<String>> {
+    let mut notices: Vec<String> = sandbox_warning(settings, env)?.into_iter().collect();
+    if let Some(why) = home_root(&settings.roots, env) {
+        notices.push(format!("{why}: {}", HOME_ROOT_MCP_HINT));
+    }
+    Ok(notices)
+}
+
+/// What a server over a home-directory root tells the user to do.
+pub const HOME_ROOT_MCP_HINT: &str = "pass --root PROJECT or let the client send roots \
+    (a project directory inside it); until then every tool call is refused";
+
+/// The weakened sandbox of this configuration in one warning, or why it may
+/// not run at all (`require_bwrap`). Nothing when bubblewrap runs commands,
+/// or when no backend runs here (creating the sandbox reports that).
+fn sandbox_warning(settings: &Settings, env: &Environment) -> Result<Option<String>> {
+    let Some(weakening) = weakening(settings, env) else {
+        return Ok(None);
+    };
+    if settings.require_bwrap {
+        let why = weakening
+            .bwrap_unusable
+            .as_deref()
+            .map_or_else(String::new, |why| format!(" (bubblewrap: {why})"));
+        bail!(
+            "refusing to start: [sandbox] require_bwrap = true, but commands would run under \
+             the {} backend, not bubblewrap{why}. {}",
+            weakening.backend,
+            weakening.restore
+        );
+    }
+    Ok(Some(weakening.warning()))
+}
+
+/// What commands lose under the backend this configuration selects, or
+/// `None` for bubblewrap (or when none is available at all).
+pub fn weakening(settings: &Settings, env: &Environment) -> Option<Weakening> {
+    let probe = toolgate_sandbox::probe_cached(&env.state_dir());
+    let backend = probe.select(settings.backend).ok()?;
+    probe.weakening(backend)
+}
+
+/// The doctor's rows on a weakened sandbox: exactly which protections
+/// commands lose under `backend` and how to get bubblewrap back, and what
+/// `[sandbox] require_bwrap` makes of it. None for bubblewrap.
+pub fn weakening_rows(
+    settings: &Settings,
+    probe: &toolgate_sandbox::Probe,
+    backend: Option<toolgate_sandbox::Backend>,
+) -> Vec<[String; 2]> {
+    let Some(weakening) = backend.and_then(|b| probe.weakening(b)) else {
+        return Vec::new();
+    };
+    let mut rows = vec![[
+        "weakened".to_owned(),
+        match &weakening.bwrap_unusable {
+            Some(why) => format!("not bubblewrap, which cannot run here: {why}"),
+            None => format!("not bubblewrap: `{}` was asked for", weakening.backend),
+        },
+    ]];
+    for (i, lost) in weakening.lost.iter().enumerate() {
+        let label = if i == 0 { "lost" } else { "" };
+        rows.push([label.to_owned(), lost.clone()]);
+    }
+    rows.push(["to restore".to_owned(), weakening.restore.clone()]);
+    if settings.require_bwrap {
+        rows.push([
+            "require_bwrap".to_owned(),
+            "true: call, sandbox, prompt, mcp and serve refuse to start with this backend"
+                .to_owned(),
+        ]);
+    }
+    rows
+}
+
+/// Why no tool may work in `roots`: one of them is or contains the home
+/// directory. Attack: an MCP client started in `~` makes `~` the root, and
+/// a file tool then writes `~/.gitconfig` (core.pager), `~/.cargo/config.toml`
+/// (rustc-wrapper), `~/.local/bin/ls` or toolgate's own user config, which
+/// the host runs later; no mask list covers every such dotfile.
+pub fn home_root(roots: &[PathBuf], env: &Environment) -> Option<String> {
+    let home = home_dir(env)?;
+    let root = roots.iter().find(|root| home.starts_with(root))?;
+    let what = if *root == home {
+        "is the home directory".to_owned()
+    } else {
+        format!("contains the home directory {}", home.display())
+    };
+    Some(format!(
+        "the workspace root {} {what}: file tools and commands there could plant host \
+         configuration (~/.gitconfig, ~/.cargo/config.toml, ~/.local/bin, ~/.config/toolgate)",
+        root.display()
+    ))
+}
+
+/// The home directory, canonical: `HOME`, or when it is unset, the passwd
+/// entry of our uid.
+fn home_dir(env: &Environment) -> Option<PathBuf> {
+    let home = env.var("HOME").map(PathBuf::from).or_else(passwd_home)?;
+    Some(std::fs::canonicalize(&home).unwrap_or(home))
+}
+
+/// The home field of /etc/passwd for the uid that owns this process (no
+/// NSS lookup: directory services are not consulted).
+fn passwd_home() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 6 && fields[2] == uid).then(|| PathBuf::from(fields[5]))
+    })
+}
+
 /// Runs the command with the roots writable and the working directory as
 /// cwd; its output goes to ours and its exit code becomes ours.
 pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<ExitCode> {
+    starting(settings, env)?;
     let workspace = local_workspace(settings, env)?;
     let sandbox = workspace.sandbox();
     let spec = workspace
@@ -127,9 +264,7 @@ pub async fn run(settings: &Settings, env: &Environment, run: Run) -> Result<Exi
     }
     let command = SandboxCommand::new(run.argv).timeout(run.timeout);
     let result = sandbox.run(&spec, command).await?;
-    if let Some(warning) = &result.unsandboxed {
-        eprintln!("toolgate: {warning}");
-    }
+    // A weakened backend was announced at the start, in full.
     for warning in &result.warnings {
         eprintln!("toolgate: {warning}");
     }

@@ -17,10 +17,12 @@ mod call_status;
 mod closed_stdout;
 mod config;
 mod files;
+mod home_root;
 mod resolve;
 mod sandbox;
 mod tool_detail;
 mod trust;
+mod weakened;
 
 struct Sandbox {
     dir: tempfile::TempDir,
