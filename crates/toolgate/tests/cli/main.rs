@@ -20,6 +20,7 @@ mod files;
 mod home_root;
 mod resolve;
 mod sandbox;
+mod symlinks;
 mod tool_detail;
 mod trust;
 mod weakened;
