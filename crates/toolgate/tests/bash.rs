@@ -187,6 +187,7 @@ fn the_operator_allows_host_variables_and_caps_the_timeout_in_config() {
         "[tools]\npass_env = [\"BUILD_FLAVOR\"]\nmax_timeout = 5\n",
     )
     .unwrap();
+    common::trust(p.dir.path(), &p.root().join("toolgate.toml"));
     let host = [("BUILD_FLAVOR", "nightly"), ("OTHER_SECRET", "hunter2")];
     let (_, body, err) = p.bash(
         json!({"command": "echo \"[$BUILD_FLAVOR][$OTHER_SECRET]\"", "pass_env": ["BUILD_FLAVOR"]}),
@@ -248,6 +249,7 @@ fn network_proxy_mode_from_config_reaches_exactly_the_allowlist() {
         format!("[network]\nmode = \"proxy\"\nallow = [\"localhost:{port}\"]\n"),
     )
     .unwrap();
+    common::trust(p.dir.path(), &p.root().join("toolgate.toml"));
     let (_, body, err) = p.bash(fetch(port), &[]);
     assert!(
         text(&body).starts_with("hello from the host curl=0"),
@@ -277,6 +279,7 @@ fn network_proxy_mode_from_config_reaches_exactly_the_allowlist() {
         "[network]\nmode = \"proxy\"\nallow = [\"*.com\"]\n",
     )
     .unwrap();
+    common::trust(p.dir.path(), &p.root().join("toolgate.toml"));
     let (code, _, err) = p.bash(json!({"command": "true"}), &[]);
     assert_eq!(code, 2);
     assert!(err.contains("*.com"), "{err}");
@@ -301,6 +304,7 @@ fn a_sandbox_runtime_settings_file_is_applied_as_it_is() {
         "[network]\nmode = \"proxy\"\nsettings_file = \".srt.json\"\n",
     )
     .unwrap();
+    common::trust(p.dir.path(), &root.join("toolgate.toml"));
     let script = "cat private/secret.txt; echo \"[read=$?]\"; \
                   echo pwned > docs/guide.md; echo \"[write=$?]\"; \
                   echo fine > notes.txt; echo \"[other=$?]\"";
@@ -329,6 +333,12 @@ fn a_sandbox_runtime_settings_file_is_applied_as_it_is() {
 
     // An empty settings file is an error, never the defaults.
     std::fs::write(root.join(".srt.json"), "").unwrap();
+    // (The settings file is part of what was trusted: changed, it is not
+    // read at all until trusted again.)
+    let (code, _, err) = p.bash(json!({"command": "true"}), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("changed since it was trusted"), "{err}");
+    common::trust(p.dir.path(), &root.join("toolgate.toml"));
     let (code, _, err) = p.bash(json!({"command": "true"}), &[]);
     assert_eq!(code, 2);
     assert!(err.contains(".srt.json"), "{err}");

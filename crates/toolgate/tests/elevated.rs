@@ -25,6 +25,7 @@ impl Project {
         std::fs::create_dir_all(dir.path().join("project")).unwrap();
         if let Some(text) = config {
             std::fs::write(dir.path().join("project/toolgate.toml"), text).unwrap();
+            common::trust(dir.path(), &dir.path().join("project/toolgate.toml"));
         }
         Project { dir }
     }

@@ -80,6 +80,7 @@ fn json_gives_each_part_separately() {
     let root = dir.path().join("project");
     std::fs::write(root.join("SOUL.md"), "You are a pirate.\n").unwrap();
     std::fs::write(root.join("toolgate.toml"), "[tools]\nelevated = true\n").unwrap();
+    common::trust(dir.path(), &root.join("toolgate.toml"));
     let o = run(dir.path(), &["prompt", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["agents"], json!(null));

@@ -60,7 +60,7 @@ fn environment_over_files_and_flags_over_environment() {
         })
     };
     let none = Overrides::default();
-    let s = resolve(merged(), &env(&[]), &none, Sources::default()).unwrap();
+    let s = resolve(merged(), &env(&[]), &none, Sources::default(), None).unwrap();
     assert_eq!(s.policy_preset, PolicyPreset::Permissive);
     assert_eq!(s.input_mode, InputMode::Coerce);
 
@@ -68,7 +68,7 @@ fn environment_over_files_and_flags_over_environment() {
         ("TOOLGATE_POLICY", "strict"),
         ("TOOLGATE_STRICT_TOOL_INPUT", "true"),
     ]);
-    let s = resolve(merged(), &e, &none, Sources::default()).unwrap();
+    let s = resolve(merged(), &e, &none, Sources::default(), None).unwrap();
     assert_eq!(s.policy_preset, PolicyPreset::Strict);
     assert_eq!(s.input_mode, InputMode::Strict);
     assert_eq!(s.policy.access.cap, Some(EffectClass::MutateReversible));
@@ -77,11 +77,11 @@ fn environment_over_files_and_flags_over_environment() {
         policy: Some(PolicyPreset::Readonly),
         ..Overrides::default()
     };
-    let s = resolve(merged(), &e, &flags, Sources::default()).unwrap();
+    let s = resolve(merged(), &e, &flags, Sources::default(), None).unwrap();
     assert_eq!(s.policy_preset, PolicyPreset::Readonly);
 
     let bad = env(&[("TOOLGATE_STRICT_TOOL_INPUT", "maybe")]);
-    let err = resolve(merged(), &bad, &none, Sources::default()).unwrap_err();
+    let err = resolve(merged(), &bad, &none, Sources::default(), None).unwrap_err();
     assert_eq!(
         err.to_string(),
         "environment variable TOOLGATE_STRICT_TOOL_INPUT=\"maybe\": expected true or false"
@@ -99,7 +99,7 @@ fn elevated_is_off_unless_the_file_or_the_environment_turns_it_on() {
     };
     let none = Overrides::default();
     let elevated = |text: &str, vars: &[(&str, &str)]| {
-        resolve(with(text), &env(vars), &none, Sources::default())
+        resolve(with(text), &env(vars), &none, Sources::default(), None)
             .unwrap()
             .elevated
     };
@@ -141,6 +141,7 @@ fn project_sections_replace_user_sections_and_rules_concatenate() {
         &env(&[]),
         &Overrides::default(),
         Sources::default(),
+        None,
     )
     .unwrap();
     // The project's [access] has no cap, so the layer has none.

@@ -379,3 +379,187 @@ fn serve_section(
     section.port = project.port.or(section.port);
     section
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn file(text: &str) -> ConfigFile {
+        toml::from_str(text).unwrap()
+    }
+
+    /// The ignored settings of `project` over `base`, and what is kept.
+    fn restricted(project: &str, base: &str) -> (ConfigFile, Vec<String>) {
+        let r = restrict(file(project), &file(base));
+        (r.file, r.ignored)
+    }
+
+    #[test]
+    fn every_loosening_is_ignored_by_name() {
+        let project = r#"
+policy = "permissive"
+preset = "admin"
+output_dir = "/etc"
+[root_aliases]
+etc = "/etc"
+[access]
+cap = "destructive"
+[paths]
+defaults = false
+allow = ["/etc/**"]
+[commands]
+defaults = false
+on_parse_error = "sandbox"
+[resources]
+max_output_bytes = 99999999
+[[rules]]
+pattern = "bash"
+action = "allow"
+[sandbox]
+backend = "landlock"
+[tools]
+elevated = true
+pass_env = ["AWS_SECRET_ACCESS_KEY"]
+max_timeout = 86400
+max_processes = 1000
+[network]
+mode = "host"
+[serve]
+token = "known"
+allowed_hosts = ["evil.example"]
+allow_remote = true
+"#;
+        let base = "policy = \"strict\"\npreset = \"coding\"\n";
+        let (kept, ignored) = restricted(project, base);
+        let ignored = ignored.join("\n");
+        for name in [
+            "policy = \"permissive\"",
+            "preset = \"admin\"",
+            "output_dir",
+            "[root_aliases]",
+            "[paths] defaults = false",
+            "[paths] allow `/etc/**`",
+            "[commands] defaults = false",
+            "[commands] on_parse_error = \"sandbox\"",
+            "[resources] max_output_bytes",
+            "the rule that allows `bash`",
+            "[sandbox] backend = \"landlock\"",
+            "[tools] elevated = true",
+            "[tools] pass_env `AWS_SECRET_ACCESS_KEY`",
+            "[tools] max_timeout = 86400",
+            "[tools] max_processes = 1000",
+            "[network] mode = \"host\"",
+            "[serve] token",
+            "[serve] allowed_hosts `evil.example`",
+            "[serve] allow_remote = true",
+        ] {
+            assert!(ignored.contains(name), "{name} not in:\n{ignored}");
+        }
+        assert_eq!(kept.policy, None);
+        assert_eq!(kept.preset, None);
+        assert_eq!(kept.output_dir, None);
+        assert!(kept.rules.is_empty());
+        assert!(kept.network.is_none());
+        // The access cap stays the user's policy's, not the project's.
+        assert_eq!(
+            kept.access.as_ref().and_then(|a| a.cap),
+            Some(PolicyPreset::Strict.cap())
+        );
+        let tools = kept.tools.unwrap();
+        assert!(!tools.elevated && tools.pass_env.is_empty());
+        assert_eq!((tools.max_timeout, tools.max_processes), (Some(600), Some(8)));
+        let paths = kept.paths.unwrap();
+        assert!(paths.defaults && paths.allow.is_empty());
+        assert!(kept.commands.unwrap().defaults);
+        assert_eq!(kept.sandbox.unwrap().backend, BackendChoice::Auto);
+        let serve = kept.serve.unwrap();
+        assert!(serve.token.is_none() && serve.allowed_hosts.is_empty() && !serve.allow_remote);
+    }
+
+    #[test]
+    fn every_tightening_applies_and_says_nothing() {
+        let project = r#"
+policy = "readonly"
+preset = "readonly"
+strict_tool_input = true
+[access]
+deny = ["bash"]
+cap = "read"
+allow = ["read", "group:search"]
+[paths]
+deny = ["**/secrets/**"]
+temp_dir = false
+[commands]
+deny = ["curl"]
+on_parse_error = "deny"
+[resources]
+max_output_lines = 10
+[[rules]]
+pattern = "write"
+action = "ask"
+[sandbox]
+backend = "bwrap"
+require_bwrap = true
+[tools]
+pass_env = ["LANG"]
+max_timeout = 5
+[network]
+mode = "proxy"
+allow = ["crates.io"]
+deny = ["static.crates.io"]
+"#;
+        let base = r#"
+[access]
+deny = ["elevated"]
+[tools]
+pass_env = ["LANG", "TERM"]
+[network]
+mode = "proxy"
+allow = ["crates.io", "github.com"]
+"#;
+        let r = restrict(file(project), &file(base));
+        assert_eq!(r.ignored, Vec::<String>::new());
+        let kept = r.file;
+        assert_eq!(kept.policy, Some(PolicyPreset::Readonly));
+        assert_eq!(kept.preset.map(|p| p.to_string()), Some("readonly".into()));
+        assert_eq!(kept.strict_tool_input, Some(true));
+        let access = kept.access.unwrap();
+        assert_eq!(access.deny, ["elevated", "bash"]);
+        assert_eq!(access.cap, Some(EffectClass::Read));
+        // The allow list narrows beside the access layer, never lifts the cap.
+        assert!(access.allow.is_empty());
+        assert_eq!(r.narrow_to.unwrap(), ["read", "group:search"]);
+        let paths = kept.paths.unwrap();
+        assert_eq!(paths.deny, ["**/secrets/**"]);
+        assert!(!paths.temp_dir);
+        let commands = kept.commands.unwrap();
+        assert_eq!(commands.deny, ["curl"]);
+        assert_eq!(commands.on_parse_error, Some(ParseFallback::Deny));
+        assert_eq!(kept.resources.unwrap().max_output_lines, 10);
+        assert_eq!(kept.rules.len(), 1);
+        let sandbox = kept.sandbox.unwrap();
+        assert!(sandbox.require_bwrap && sandbox.backend == BackendChoice::Bwrap);
+        let tools = kept.tools.unwrap();
+        assert_eq!(tools.pass_env, ["LANG"]);
+        assert_eq!(tools.max_timeout, Some(5));
+        let network = kept.network.unwrap();
+        assert_eq!(network.allow, ["crates.io"]);
+        assert_eq!(network.deny, ["static.crates.io"]);
+    }
+
+    #[test]
+    fn a_proxy_allowlist_stays_within_the_users() {
+        let project = "[network]\nmode = \"proxy\"\nallow = [\"crates.io\", \"evil.example\"]\n";
+        let (kept, ignored) = restricted(project, "");
+        assert!(kept.network.is_none(), "no network without the user's");
+        assert_eq!(ignored, ["[network] mode = \"proxy\" (wider than \"none\")"]);
+        let (kept, ignored) = restricted(project, "[network]\nmode = \"host\"\n");
+        assert_eq!(kept.network.unwrap().allow.len(), 2, "a proxy is narrower than host");
+        assert!(ignored.is_empty());
+        let base = "[network]\nmode = \"proxy\"\nallow = [\"crates.io\"]\n";
+        let (kept, ignored) = restricted(project, base);
+        assert_eq!(kept.network.unwrap().allow, ["crates.io"]);
+        assert_eq!(ignored, ["[network] allow `evil.example`"]);
+    }
+}

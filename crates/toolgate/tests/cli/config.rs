@@ -16,7 +16,13 @@ fn config_files_environment_and_flags_stack_in_order() {
         active_names(&tools_json(&s, &[], &[])),
         ["demo_echo", "demo_flood"]
     );
-    s.write("project/toolgate.toml", "policy = \"permissive\"\n");
+    let project = s.write("project/toolgate.toml", "policy = \"permissive\"\n");
+    // Untrusted, the project file cannot loosen the user's readonly.
+    assert_eq!(
+        active_names(&tools_json(&s, &[], &[])),
+        ["demo_echo", "demo_flood"]
+    );
+    common::trust(s.dir.path(), &project);
     assert_eq!(active_names(&tools_json(&s, &[], &[])).len(), 5);
     let strict = [("TOOLGATE_POLICY", "strict")];
     assert_eq!(
@@ -110,7 +116,7 @@ fn config_errors_name_file_line_and_expectation() {
 #[test]
 fn config_layers_rules_and_output_dir_take_effect() {
     let s = Sandbox::new();
-    s.write(
+    let project = s.write(
         "project/toolgate.toml",
         r#"
 output_dir = "out"
@@ -130,6 +136,7 @@ action = "ask"
 reason = "touching files is reviewed"
 "#,
     );
+    common::trust(s.dir.path(), &project);
     // [access] without a cap: the destructive demo tool is active.
     let rows = tools_json(&s, &[], &[]);
     assert_eq!(

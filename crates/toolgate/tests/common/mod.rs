@@ -15,6 +15,23 @@ pub fn toolgate(base: &Path, cwd: &Path) -> Command {
     cmd
 }
 
+/// `toolgate trust FILE` in `base`'s home: the user trusts a project file
+/// the test wrote, so that its loosening settings apply as written.
+#[allow(dead_code)] // Not every test binary writes a loosening project file.
+pub fn trust(base: &Path, file: &Path) {
+    let o = toolgate(base, file.parent().unwrap_or(base))
+        .arg("trust")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "toolgate trust {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// A running `toolgate serve`, killed when dropped.
 #[allow(dead_code)] // Not every test binary serves HTTP.
 pub struct Served {

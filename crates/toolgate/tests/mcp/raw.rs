@@ -133,10 +133,11 @@ fn stdout_carries_only_json_rpc() {
         r#"{"network": {"allowedDomains": [], "deniedDomains": []},
             "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": [], "allowRead": ["x"]}}"#,
     );
-    p.write(
+    let config = p.write(
         "toolgate.toml",
         "[network]\nmode = \"proxy\"\nsettings_file = \".srt.json\"\n",
     );
+    common::trust(p.base(), &config);
     let mut raw = RawStdio::start(p.toolgate(&["mcp"]));
     let listed = raw.request("tools/list", json!({}));
     assert!(listed["result"]["tools"].as_array().unwrap().len() > 5);
