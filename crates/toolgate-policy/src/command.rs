@@ -27,6 +27,7 @@
 //! `bash -c`, `find -exec` ... run; this file holds the policy and its rules.
 
 mod allow;
+mod launchers;
 mod parse;
 mod words;
 mod wrappers;
@@ -233,6 +234,15 @@ impl CommandPolicy {
                         reason,
                     };
                 }
+            }
+            if let Some(launch) = analysis.launches.first() {
+                return CommandVerdict::Denied {
+                    command: launch.command.clone(),
+                    reason: format!(
+                        "{}; under a command allowlist a listed program may not be told to run another",
+                        launch.reason
+                    ),
+                };
             }
             for assignment in &analysis.assignments {
                 if let Some(why) = allow::assignment_refusal(&assignment.name) {

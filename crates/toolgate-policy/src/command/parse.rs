@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tree_sitter::{Node, ParseOptions, Parser, Tree};
 
+use super::launchers;
 use super::words::{self, Word, node_text, resolve_word};
 use super::wrappers::{self, Next, ScriptText};
 
@@ -82,6 +83,9 @@ pub(super) struct Analysis {
     pub device_writes: Vec<DeviceWrite>,
     /// Every variable the script sets, for the allowlist.
     pub assignments: Vec<Assignment>,
+    /// Commands told to run a program their words do not name (`git -c
+    /// alias.x='!cmd' x`), for the allowlist.
+    pub launches: Vec<Launch>,
     /// Why (part of) the script could not be analysed.
     pub problems: Vec<String>,
 }
@@ -99,6 +103,13 @@ pub(super) struct Call {
     pub callee: String,
     /// The call runs in a new process (pipeline, `&`, subshell, substitution).
     pub forks: bool,
+}
+
+/// A command whose arguments make it run another program.
+#[derive(Debug)]
+pub(super) struct Launch {
+    pub command: String,
+    pub reason: String,
 }
 
 /// A write to a literal path that may be a block device.
@@ -416,6 +427,12 @@ impl Extractor {
             }
             self.note_program_writes(&name, args, &text);
             self.note_builtin_assignments(&name, args, &text);
+            if let Some(reason) = launchers::hidden_launch(&name, args) {
+                self.analysis.launches.push(Launch {
+                    command: text.clone(),
+                    reason,
+                });
+            }
             match wrappers::next_layer(&name, args, from_input) {
                 Next::Nothing => return,
                 Next::Command {
