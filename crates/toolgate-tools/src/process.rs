@@ -1,11 +1,12 @@
 //! Background processes of one agent: dev servers, watchers, long builds.
 //!
 //! Each runs as its own `bash -c` in the sandbox, like `bash`, but the call
-//! returns at once with the pid; the output goes to
-//! `<log dir>/toolgate-proc-<pid>.log` and stdin stays open for
-//! `process_write`. The table is per agent: a pid another agent started is
-//! unknown here. Every process is killed when its table is dropped, that
-//! is when toolgate stops.
+//! returns at once with the pid; the output goes to `<pid>.log` in a
+//! private directory of the table (`<log dir>/toolgate-proc-<toolgate
+//! pid>-<n>/`, mode 0700) and stdin stays open for `process_write`. The
+//! table is per agent: a pid another agent started is unknown here. Every
+//! process is killed when its table is dropped, that is when toolgate
+//! stops, and the directory with its output files is removed then.
 
 mod host;
 mod tools;
@@ -35,7 +36,8 @@ pub use self::tools::{
 pub struct ProcessConfig {
     /// Processes running at once.
     pub max_running: usize,
-    /// Where the output files go (outside the workspace).
+    /// Where each table makes the private directory of its output files
+    /// (outside the workspace).
     pub log_dir: PathBuf,
     /// A process still running after this long is stopped.
     pub max_lifetime: Duration,
@@ -178,6 +180,9 @@ pub struct Processes {
     fs: Arc<Fs>,
     config: ProcessConfig,
     table: Mutex<BTreeMap<u32, Arc<Entry>>>,
+    /// The private directory of the output files, made at the first start
+    /// and removed with the table.
+    logs: Mutex<Option<PathBuf>>,
 }
 
 impl Processes {
@@ -187,7 +192,19 @@ impl Processes {
             fs,
             config,
             table: Mutex::new(BTreeMap::new()),
+            logs: Mutex::new(None),
         }
+    }
+
+    /// The table's private output directory, made on first use.
+    fn log_dir(&self) -> Result<PathBuf, ToolError> {
+        let mut slot = self.logs.lock().map_err(|_| internal())?;
+        if let Some(dir) = slot.as_ref() {
+            return Ok(dir.clone());
+        }
+        let dir = create_private_dir(&self.config.log_dir)?;
+        *slot = Some(dir.clone());
+        Ok(dir)
     }
 
     pub(crate) fn config(&self) -> &ProcessConfig {
@@ -235,7 +252,8 @@ impl Processes {
         let (pid_tx, pid_rx) = oneshot::channel();
         // The output file exists before the process does (under a name of
         // its own), so not a line is lost; it is renamed after the pid.
-        let (starting, mut log_file) = create_log(&self.config.log_dir)?;
+        let log_dir = self.log_dir()?;
+        let (starting, mut log_file) = create_log(&log_dir)?;
         let changed = Arc::new(Notify::new());
         let workspace = self.fs.workspace().clone();
         let cwd = cwd.map(PathBuf::from);
@@ -267,7 +285,7 @@ impl Processes {
                 });
             }
         };
-        let log = self.config.log_dir.join(format!("toolgate-proc-{pid}.log"));
+        let log = log_dir.join(format!("{pid}.log"));
         std::fs::rename(&starting, &log)
             .map_err(|e| ToolError::Failed(format!("cannot name {}: {e}", log.display())))?;
         let entry = Arc::new(Entry {
@@ -318,7 +336,43 @@ impl Drop for Processes {
         for entry in self.all() {
             let _ = entry.signal(rustix::process::Signal::KILL);
         }
+        // And their output files: nothing of this table is left behind.
+        // (A writer still holding a log open writes to an unlinked file.)
+        if let Some(dir) = self.logs.get_mut().ok().and_then(Option::take) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
+}
+
+/// Makes a fresh directory in `base` that only its owner can enter.
+fn create_private_dir(base: &Path) -> Result<PathBuf, ToolError> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut last = None;
+    for _ in 0..16 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("toolgate-proc-{}-{n}", std::process::id()));
+        // Attack: a name planted in advance in a shared temp dir (a symlink,
+        // or a directory someone else owns). mkdir fails on anything there,
+        // so the directory used is always one this call made, 0700: nobody
+        // else can read the output or plant names inside it.
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(cannot_create(&dir, &e)),
+        }
+    }
+    let e = last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into());
+    Err(cannot_create(base, &e))
+}
+
+fn cannot_create(path: &Path, e: &std::io::Error) -> ToolError {
+    ToolError::Failed(format!(
+        "cannot create the output directory {}: {e}; check that the temp dir (TMPDIR) \
+         exists and is writable",
+        path.display()
+    ))
 }
 
 /// Creates a fresh output file in `dir`, readable by its owner only.
@@ -327,10 +381,7 @@ fn create_log(dir: &Path) -> Result<(PathBuf, std::fs::File), ToolError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let path = dir.join(format!(
-        "toolgate-proc-starting-{}-{n}.log",
-        std::process::id()
-    ));
+    let path = dir.join(format!("starting-{n}.log"));
     // create_new: a name planted in advance (a symlink) is never opened.
     std::fs::OpenOptions::new()
         .create_new(true)

@@ -175,14 +175,19 @@ async fn a_server_runs_in_the_background_logs_requests_and_dies_with_its_tree() 
         .ok("process_start", json!({ "command": script }))
         .await;
     let pid = facts["pid"].as_u64().unwrap();
-    let log = facts["output_file"].as_str().unwrap().to_owned();
-    assert_eq!(
-        log,
-        w.logs
-            .join(format!("toolgate-proc-{pid}.log"))
-            .display()
-            .to_string()
+    let log = PathBuf::from(facts["output_file"].as_str().unwrap());
+    // In a directory of the table's own, that only its owner can enter.
+    assert_eq!(log.file_name().unwrap(), format!("{pid}.log").as_str());
+    let dir = log.parent().unwrap();
+    assert_eq!(dir.parent().unwrap(), w.logs);
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with(&format!("toolgate-proc-{}-", std::process::id())),
+        "{name}"
     );
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700);
     assert!(text.contains(&format!("Started process {pid}")), "{text}");
     let seen = agent.read_until(pid, "client got 200").await;
     assert!(seen.contains("\"GET / HTTP/1.1\" 200"), "{seen}");
@@ -282,12 +287,19 @@ async fn agents_see_only_their_own_processes_and_the_cap_holds() {
         "{err}"
     );
 
-    // toolgate stops: every process of the agent dies with it.
+    assert_eq!(std::fs::read_dir(&w.logs).unwrap().count(), 1);
+    // toolgate stops: every process of the agent dies with it, and its
+    // output files go too (b never started one and made none).
     drop(a);
     assert!(
         gone("sleep 313").await,
         "processes outlived their agent: {:?}",
         pids_with("sleep 313")
+    );
+    let left: Vec<_> = std::fs::read_dir(&w.logs).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "output files outlived their agent: {left:?}"
     );
 }
 
