@@ -321,8 +321,30 @@ async fn save_output(
     }
     let jail = place.jail.clone();
     let rel = place.rel.clone();
-    crate::fs::blocking(move || jail.write(&rel, &bytes).map_err(crate::fs::jail_error)).await?;
+    crate::fs::blocking(move || {
+        jail.write(&rel, &bytes).map_err(crate::fs::jail_error)?;
+        ignore_own_dir(&jail, &rel);
+        Ok(())
+    })
+    .await?;
     Ok(place.shown)
+}
+
+/// toolgate's own directory in a workspace, `.toolgate/`, is kept out of
+/// `git status` (and `git add -A`) by a `.gitignore` of `*` inside it, made
+/// when output is first saved there. Through the jail: `create_new` never
+/// follows a symlink planted at the name and never replaces a file the user
+/// put there; a directory that leads out of the root is refused like any
+/// path. Best effort: the output itself is already saved.
+fn ignore_own_dir(jail: &toolgate_sandbox::Jail, saved: &Path) {
+    let mut own = std::path::PathBuf::new();
+    for component in saved.components() {
+        own.push(component);
+        if component.as_os_str() == ".toolgate" {
+            let _ = jail.create_new(&own.join(".gitignore"), b"*\n");
+            return;
+        }
+    }
 }
 
 /// An [`Attach`] that reports the run's connections through the egress

@@ -18,6 +18,7 @@ mod closed_stdout;
 mod config;
 mod files;
 mod home_root;
+mod leftovers;
 mod resolve;
 mod sandbox;
 mod symlinks;
