@@ -16,6 +16,7 @@ mod allowlist;
 mod calls;
 mod gate;
 mod http;
+mod own_config;
 mod progress;
 mod raw;
 mod roots;

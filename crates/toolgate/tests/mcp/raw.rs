@@ -137,7 +137,7 @@ fn stdout_carries_only_json_rpc() {
         "toolgate.toml",
         "[network]\nmode = \"proxy\"\nsettings_file = \".srt.json\"\n",
     );
-    common::trust(p.base(), &config);
+    crate::common::trust(p.base(), &config);
     let mut raw = RawStdio::start(p.toolgate(&["mcp"]));
     let listed = raw.request("tools/list", json!({}));
     assert!(listed["result"]["tools"].as_array().unwrap().len() > 5);
