@@ -74,17 +74,29 @@ impl TypedTool for LsTool {
 }
 
 struct Listing {
-    text: String,
+    /// The rows of the text, rendered once every width is known.
+    rows: Vec<Row>,
     entries: Vec<Value>,
     limit: usize,
     truncated: bool,
     hidden: bool,
 }
 
+/// One row of the text listing: `   4.0 KiB  2026-12-01 13:01  name`.
+struct Row {
+    /// The size of a file, or what the entry is (`dir`, `symlink`, `special`).
+    size: String,
+    modified: Option<u64>,
+    /// Depth in the tree: the name is indented two spaces a level.
+    level: u32,
+    /// The name with `/` for a directory and `@` for a symlink.
+    name: String,
+}
+
 fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOutput, ToolError> {
     let shown = place.shown.trim_end_matches('/');
     let mut listing = Listing {
-        text: format!("{shown}/\n"),
+        rows: Vec::new(),
         entries: Vec::new(),
         limit,
         truncated: false,
@@ -99,11 +111,13 @@ fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOut
     };
     walk(place, &place.rel, entries, 0, depth, absolute, &mut listing)?;
     let Listing {
-        mut text,
+        rows,
         entries,
         truncated,
         ..
     } = listing;
+    let mut text = format!("{shown}/\n");
+    render(&mut text, &rows);
     let count = entries.len();
     if count == 0 {
         text.push_str(if hidden {
@@ -207,7 +221,6 @@ fn walk(
             out.truncated = true;
             return Ok(());
         }
-        line(&mut out.text, &entry, level);
         let modified = unix_seconds(entry.modified);
         out.entries.push(json!({
             "path": format!("{prefix}{separator}{}", entry.name),
@@ -216,8 +229,14 @@ fn walk(
             "modified": modified,
         }));
         // `.git` is listed but not descended into: its inside is git's.
-        if entry.kind == EntryKind::Dir && level + 1 < depth && entry.name != ".git" {
-            let rel = dir.join(&entry.name);
+        let descend = entry.kind == EntryKind::Dir && level + 1 < depth && entry.name != ".git";
+        let rel = if descend {
+            Some(dir.join(&entry.name))
+        } else {
+            None
+        };
+        out.rows.push(Row::of(entry, modified, level));
+        if let Some(rel) = rel {
             let inner = place.jail.list(&rel).map_err(jail_error)?;
             walk(place, &rel, inner, level + 1, depth, absolute, out)?;
             if out.truncated {
@@ -228,26 +247,44 @@ fn walk(
     Ok(())
 }
 
-/// One row of the text listing, as `  name  4.0 KiB  2026-12-01 13:01`.
-fn line(text: &mut String, entry: &EntryInfo, level: u32) {
-    for _ in 0..=level {
-        text.push_str("  ");
-    }
-    let name = &entry.name;
-    // Writing to a String cannot fail.
-    let _ = match entry.kind {
-        EntryKind::Dir => write!(text, "{name}/"),
-        EntryKind::Symlink => write!(text, "{name}@  symlink"),
-        EntryKind::File => {
-            let size = HumanBytes(entry.size);
-            match unix_seconds(entry.modified) {
-                Some(secs) => write!(text, "{name}  {size}  {}", UtcMinutes(secs)),
-                None => write!(text, "{name}  {size}"),
-            }
+impl Row {
+    fn of(entry: EntryInfo, modified: Option<u64>, level: u32) -> Row {
+        let (size, suffix) = match entry.kind {
+            EntryKind::File => (HumanBytes(entry.size).to_string(), ""),
+            EntryKind::Dir => ("dir".to_owned(), "/"),
+            EntryKind::Symlink => ("symlink".to_owned(), "@"),
+            EntryKind::Other => ("special".to_owned(), ""),
+        };
+        let mut name = entry.name;
+        name.push_str(suffix);
+        Row {
+            size,
+            modified,
+            level,
+            name,
         }
-        EntryKind::Other => write!(text, "{name}  special file"),
-    };
-    text.push('\n');
+    }
+}
+
+/// Writes the rows as aligned columns: the size right-aligned to the widest
+/// one, the time, then the name last (indented by its level), so a name of
+/// any length never shifts the other columns.
+fn render(text: &mut String, rows: &[Row]) {
+    let width = rows.iter().map(|r| r.size.len()).max().unwrap_or(0);
+    for row in rows {
+        // Writing to a String cannot fail.
+        let _ = write!(text, "  {:>width$}  ", row.size);
+        let _ = match row.modified {
+            Some(secs) => write!(text, "{}", UtcMinutes(secs)),
+            None => write!(text, "{:<16}", "-"),
+        };
+        text.push_str("  ");
+        for _ in 0..row.level {
+            text.push_str("  ");
+        }
+        text.push_str(&row.name);
+        text.push('\n');
+    }
 }
 
 pub(crate) fn kind_word(kind: EntryKind) -> &'static str {

@@ -7,31 +7,31 @@ use toolgate_core::ToolError;
 use crate::common::{Fixture, facts, text};
 use crate::tool_failure;
 
-/// `line` without a trailing `  YYYY-MM-DD HH:MM`.
+/// `text` with every `YYYY-MM-DD HH:MM` time spelled as that pattern, so
+/// the expected listings keep their column alignment.
 fn undated(text: &str) -> String {
-    const SHAPE: &[u8] = b"  0000-00-00 00:00";
-    text.lines()
-        .map(|line| {
-            let bytes = line.as_bytes();
-            let dated = bytes.len() >= SHAPE.len()
-                && bytes[bytes.len() - SHAPE.len()..]
-                    .iter()
-                    .zip(SHAPE)
-                    .all(|(b, s)| {
-                        if *s == b'0' {
-                            b.is_ascii_digit()
-                        } else {
-                            b == s
-                        }
-                    });
-            let line = if dated {
-                &line[..line.len() - SHAPE.len()]
-            } else {
-                line
-            };
-            format!("{line}\n")
-        })
-        .collect()
+    const SHAPE: &[u8] = b"0000-00-00 00:00";
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let dated = bytes.len() - i >= SHAPE.len()
+            && bytes[i..i + SHAPE.len()].iter().zip(SHAPE).all(|(b, s)| {
+                if *s == b'0' {
+                    b.is_ascii_digit()
+                } else {
+                    b == s
+                }
+            });
+        if dated {
+            out.push_str("YYYY-MM-DD hh:mm");
+            i += SHAPE.len();
+        } else {
+            out.push(char::from(bytes[i]));
+            i += 1;
+        }
+    }
+    out
 }
 
 /// The structured entries with `modified` checked (recent) and removed.
@@ -68,7 +68,12 @@ fn tree_fixture() -> Fixture {
 async fn ls_draws_a_tree_to_the_requested_depth() {
     let f = tree_fixture();
     let out = f.ok("ls", json!({})).await;
-    assert_eq!(undated(&text(&out)), "./\n  src/\n  README.md  5 B\n");
+    assert_eq!(
+        undated(&text(&out)),
+        "./\n\
+         \x20 dir  YYYY-MM-DD hh:mm  src/\n\
+         \x20 5 B  YYYY-MM-DD hh:mm  README.md\n"
+    );
     assert_eq!(
         entries_without_times(&facts(&out)),
         json!([
@@ -87,7 +92,12 @@ async fn ls_draws_a_tree_to_the_requested_depth() {
     let out = f.ok("ls", json!({"path": ".", "depth": 3})).await;
     assert_eq!(
         undated(&text(&out)),
-        "./\n  src/\n    util/\n      mod.rs  0 B\n    main.rs  13 B\n  README.md  5 B\n"
+        "./\n\
+         \x20  dir  YYYY-MM-DD hh:mm  src/\n\
+         \x20  dir  YYYY-MM-DD hh:mm    util/\n\
+         \x20  0 B  YYYY-MM-DD hh:mm      mod.rs\n\
+         \x20 13 B  YYYY-MM-DD hh:mm    main.rs\n\
+         \x20  5 B  YYYY-MM-DD hh:mm  README.md\n"
     );
     assert_eq!(
         entries_without_times(&facts(&out)),
@@ -101,7 +111,12 @@ async fn ls_draws_a_tree_to_the_requested_depth() {
     );
     // A subdirectory, depth 1.
     let out = f.ok("ls", json!({"path": "src"})).await;
-    assert_eq!(undated(&text(&out)), "src/\n  util/\n  main.rs  13 B\n");
+    assert_eq!(
+        undated(&text(&out)),
+        "src/\n\
+         \x20  dir  YYYY-MM-DD hh:mm  util/\n\
+         \x20 13 B  YYYY-MM-DD hh:mm  main.rs\n"
+    );
 }
 
 #[tokio::test]
@@ -111,7 +126,14 @@ async fn ls_shows_hidden_entries_only_on_request() {
     // .git is listed but never descended into.
     assert_eq!(
         undated(&text(&out)),
-        "./\n  .git/\n  src/\n    util/\n      mod.rs  0 B\n    main.rs  13 B\n  .env  9 B\n  README.md  5 B\n"
+        "./\n\
+         \x20  dir  YYYY-MM-DD hh:mm  .git/\n\
+         \x20  dir  YYYY-MM-DD hh:mm  src/\n\
+         \x20  dir  YYYY-MM-DD hh:mm    util/\n\
+         \x20  0 B  YYYY-MM-DD hh:mm      mod.rs\n\
+         \x20 13 B  YYYY-MM-DD hh:mm    main.rs\n\
+         \x20  9 B  YYYY-MM-DD hh:mm  .env\n\
+         \x20  5 B  YYYY-MM-DD hh:mm  README.md\n"
     );
     let listed = facts(&out);
     let paths: Vec<&str> = listed["entries"]
@@ -150,7 +172,7 @@ async fn ls_stops_at_the_entry_cap() {
     let out = f.ok("ls", json!({"limit": 10})).await;
     let mut expected = String::from("./\n");
     for i in 0..10 {
-        expected.push_str(&format!("  f{i:02}.txt  1 B\n"));
+        expected.push_str(&format!("  1 B  YYYY-MM-DD hh:mm  f{i:02}.txt\n"));
     }
     expected
         .push_str("[stopped at 10 entries; list a subdirectory, lower depth, or raise limit]\n");
@@ -206,7 +228,12 @@ async fn ls_lists_symlinks_as_symlinks_and_never_follows_them() {
     let out = f.ok("ls", json!({"depth": 5})).await;
     assert_eq!(
         undated(&text(&out)),
-        "./\n  inside/\n    file.txt  1 B\n  in_dir@  symlink\n  out_dir@  symlink\n  out_file@  symlink\n"
+        "./\n\
+         \x20     dir  YYYY-MM-DD hh:mm  inside/\n\
+         \x20     1 B  YYYY-MM-DD hh:mm    file.txt\n\
+         \x20 symlink  YYYY-MM-DD hh:mm  in_dir@\n\
+         \x20 symlink  YYYY-MM-DD hh:mm  out_dir@\n\
+         \x20 symlink  YYYY-MM-DD hh:mm  out_file@\n"
     );
     assert_eq!(
         entries_without_times(&facts(&out)),
@@ -220,4 +247,20 @@ async fn ls_lists_symlinks_as_symlinks_and_never_follows_them() {
     );
     assert!(!text(&out).contains("canary"));
     assert_eq!(f.outside_snapshot(), before);
+}
+
+#[tokio::test]
+async fn ls_aligns_its_columns_with_names_last() {
+    let f = Fixture::new();
+    f.put("a", "12345");
+    f.put("a-much-longer-name.txt", &"x".repeat(2048));
+    f.put("dir/inner", "");
+    let out = f.ok("ls", json!({})).await;
+    assert_eq!(
+        undated(&text(&out)),
+        "./\n\
+         \x20     dir  YYYY-MM-DD hh:mm  dir/\n\
+         \x20     5 B  YYYY-MM-DD hh:mm  a\n\
+         \x20 2.0 KiB  YYYY-MM-DD hh:mm  a-much-longer-name.txt\n"
+    );
 }
