@@ -21,9 +21,13 @@ use crate::access::Access;
 use crate::command::{CommandVerdict, ParseFallback};
 use crate::path::PathVerdict;
 use crate::policy::Policy;
+use crate::rules::PermissionRules;
+use names::KnownNames;
 
+mod names;
 mod report;
 
+pub use names::ExecutorBuildError;
 pub use report::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, CallError, CallResult, Explanation, Stage,
     StageOutcome, StageReport, ToolStatus,
@@ -36,6 +40,10 @@ pub struct ExecutorBuilder {
     input_mode: InputMode,
     preset: Option<ToolPreset>,
     only: Vec<Vec<String>>,
+    /// Where each list of `only` came from, for errors.
+    only_origins: Vec<String>,
+    /// Tools this program has that are not registered now.
+    also_known: Vec<String>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
     output_dir: Option<PathBuf>,
@@ -47,8 +55,25 @@ impl ExecutorBuilder {
     /// (the filesystem tools, the shell tools). Called again, it narrows
     /// further: a tool must be in every list (`--tools` and an untrusted
     /// project's allow list).
-    pub fn only_tools(mut self, tools: Vec<String>) -> Self {
+    pub fn only_tools(self, tools: Vec<String>) -> Self {
+        self.only_tools_from("the list of tools to expose", tools)
+    }
+
+    /// [`ExecutorBuilder::only_tools`], with where the list came from
+    /// (`--tools`, a project's `[access] allow`) for the error
+    /// [`ExecutorBuilder::try_build`] gives when it names an unknown tool.
+    pub fn only_tools_from(mut self, origin: impl Into<String>, tools: Vec<String>) -> Self {
         self.only.push(tools);
+        self.only_origins.push(origin.into());
+        self
+    }
+
+    /// Names of tools this program has that are not registered now (a tool
+    /// switched off, such as `elevated` by default), so that naming them
+    /// in a list or a rule is not a typo. The standard rules' tools are
+    /// always known.
+    pub fn also_known(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.also_known.extend(names);
         self
     }
 
@@ -88,7 +113,32 @@ impl ExecutorBuilder {
         self
     }
 
-    /// The executor.
+    /// The executor, after checking that every tool and group the tool
+    /// lists, the access policy and the rules name exists (tools of MCP
+    /// servers excepted); a name that does not is an error with the name
+    /// probably meant and where it came from.
+    pub fn try_build(self) -> Result<Executor, ExecutorBuildError> {
+        let standard = PermissionRules::standard();
+        let also: Vec<String> = self
+            .also_known
+            .iter()
+            .cloned()
+            .chain(standard.rules().iter().map(|r| r.pattern.clone()))
+            .collect();
+        let known = KnownNames::of(&self.registry, &also);
+        for (list, origin) in self.only.iter().zip(&self.only_origins) {
+            for entry in list {
+                known.check(origin, entry)?;
+            }
+        }
+        if let Some(policy) = &self.policy {
+            known.check_policy(policy)?;
+        }
+        Ok(self.build())
+    }
+
+    /// The executor, without checking names (see
+    /// [`ExecutorBuilder::try_build`]).
     pub fn build(self) -> Executor {
         Executor {
             registry: self.registry,
@@ -131,6 +181,8 @@ impl Executor {
             input_mode: InputMode::default(),
             preset: None,
             only: Vec::new(),
+            only_origins: Vec::new(),
+            also_known: Vec::new(),
             sinks: Vec::new(),
             approvals: None,
             output_dir: None,
@@ -348,7 +400,7 @@ impl Executor {
         trace.stop()?;
         trace.record(Stage::Commands, self.check_commands(spec, &args));
         trace.stop()?;
-        let decision = self.policy.rules.decide(name);
+        let decision = self.policy.rules.decide_for(spec);
         let rules = match &decision {
             Decision::Allow => Ok((StageOutcome::Pass, "allow".to_owned())),
             Decision::Ask { reason } => Ok((StageOutcome::Ask, format!("ask: {reason}"))),

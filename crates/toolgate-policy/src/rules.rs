@@ -1,13 +1,23 @@
 //! PermissionRules: the last word on a call, by tool name.
 //!
+//! A rule names tools, never arguments: its pattern is a tool name (`bash`),
+//! a glob of tool names with `*` (`process_*`, `mcp__github__*`) or a group
+//! (`group:fs`). Anything else (`bash(git push*)`, a regex) is refused, not
+//! silently never matched.
+//!
 //! An ordered list of `pattern -> allow | ask | deny`. The last matching rule
 //! wins, except that any matching `deny` is final: a later `allow` cannot
 //! reopen what a deny closed (so appending a broad allow can never undo a
 //! specific deny). No matching rule means allow; the other layers have
 //! already had their say.
 
-use serde::{Deserialize, Serialize};
-use toolgate_core::Decision;
+use serde::{Deserialize, Deserializer, Serialize};
+use toolgate_core::{Decision, ToolSpec};
+
+use crate::access::MCP_GROUP;
+
+/// What a rule pattern may be, for error messages.
+pub const RULE_PATTERN_SYNTAX: &str = "a rule's pattern is a tool name (`bash`), a glob of tool names with `*` (`process_*`, `mcp__github__*`) or a group (`group:fs`)";
 
 /// What a rule does to a call it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,8 +35,9 @@ pub enum RuleAction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionRule {
-    /// Tool-name pattern: `*`, `prefix*`, `server.*`, or an exact name; `*`
-    /// matches any run of characters.
+    /// Tool-name pattern: `*`, `prefix*`, `server.*`, an exact name, or a
+    /// group (`group:fs`); `*` matches any run of characters.
+    #[serde(deserialize_with = "rule_pattern")]
     pub pattern: String,
     /// What to do.
     pub action: RuleAction,
@@ -51,9 +62,27 @@ impl PermissionRule {
         self
     }
 
-    /// Whether the rule applies to the tool `name`.
+    /// Whether the rule applies to the tool `name` (by name alone: a group
+    /// pattern needs the tool's spec, see [`PermissionRule::applies_to`]).
     pub fn matches(&self, name: &str) -> bool {
-        wildcard_match(&self.pattern, name)
+        !self.pattern.starts_with("group:") && wildcard_match(&self.pattern, name)
+    }
+
+    /// Whether the rule applies to the tool `spec`: by name, or by group.
+    pub fn applies_to(&self, spec: &ToolSpec) -> bool {
+        match self.pattern.starts_with("group:") {
+            true => {
+                spec.group.as_deref() == Some(self.pattern.as_str())
+                    || (spec.is_mcp() && self.pattern == MCP_GROUP)
+            }
+            false => wildcard_match(&self.pattern, &spec.name),
+        }
+    }
+
+    /// Why the pattern is not a tool name, a glob of tool names or a group,
+    /// if it is not.
+    pub fn syntax_problem(&self) -> Option<String> {
+        pattern_problem(&self.pattern)
     }
 
     fn explain(&self) -> String {
@@ -96,10 +125,20 @@ impl PermissionRules {
         self.rules.push(rule);
     }
 
-    /// The decision for the tool `name`.
+    /// The decision for the tool `name`, by name alone (group patterns
+    /// need the spec: [`PermissionRules::decide_for`]).
     pub fn decide(&self, name: &str) -> Decision {
+        self.decide_by(|rule| rule.matches(name))
+    }
+
+    /// The decision for the tool `spec`, by its name and its group.
+    pub fn decide_for(&self, spec: &ToolSpec) -> Decision {
+        self.decide_by(|rule| rule.applies_to(spec))
+    }
+
+    fn decide_by(&self, applies: impl Fn(&PermissionRule) -> bool) -> Decision {
         let mut last = None;
-        for rule in self.rules.iter().filter(|r| r.matches(name)) {
+        for rule in self.rules.iter().filter(|r| applies(r)) {
             if rule.action == RuleAction::Deny {
                 return Decision::Deny {
                     reason: rule.explain(),
@@ -113,6 +152,38 @@ impl PermissionRules {
             },
             _ => Decision::Allow,
         }
+    }
+}
+
+/// Why `pattern` is not a tool name, a glob of them or a group.
+fn pattern_problem(pattern: &str) -> Option<String> {
+    if pattern.is_empty() {
+        return Some("it is empty".to_string());
+    }
+    if let Some(group) = pattern.strip_prefix("group:")
+        && (group.is_empty() || group.contains('*'))
+    {
+        return Some("a group is named exactly, such as `group:fs`".to_string());
+    }
+    // Tool names are letters, digits, `_`, `-`, `.` and `:` (MCP servers'
+    // tools: `mcp__server__tool`, `server.tool`).
+    let odd = pattern
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_-.:*".contains(*c)))?;
+    Some(match odd {
+        '(' | ')' => "it has parentheses, but a rule matches tools, not arguments (write `bash`; to refuse some commands, use [commands] deny_patterns such as `^git push`)".to_string(),
+        c if c.is_whitespace() => "it has a space, but a tool name has none".to_string(),
+        c => format!("`{c}` cannot appear in a tool name, and `*` is the only wildcard"),
+    })
+}
+
+fn rule_pattern<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let pattern = String::deserialize(deserializer)?;
+    match pattern_problem(&pattern) {
+        Some(problem) => Err(serde::de::Error::custom(format!(
+            "invalid rule pattern `{pattern}`: {problem}; {RULE_PATTERN_SYNTAX}"
+        ))),
+        None => Ok(pattern),
     }
 }
 
@@ -230,5 +301,67 @@ mod tests {
                 reason: "rule `net_*` -> deny".into()
             }
         );
+    }
+
+    #[test]
+    fn group_patterns_match_by_the_tools_group() {
+        let fs = ToolSpec::new("read", "r", toolgate_core::EffectClass::Read).group("group:fs");
+        let mcp = ToolSpec::new("mcp__gh__issue", "i", toolgate_core::EffectClass::Read).mcp("gh");
+        let rule = |p: &str| PermissionRule::new(p, Deny);
+        assert!(rule("group:fs").applies_to(&fs));
+        assert!(
+            !rule("group:fs").matches("group:fs"),
+            "a name is not a group"
+        );
+        assert!(!rule("group:search").applies_to(&fs));
+        assert!(rule("group:mcp").applies_to(&mcp));
+        assert!(rule("re*").applies_to(&fs));
+        let rules = PermissionRules::new(vec![rule("group:fs")]);
+        assert_eq!(rules.decide_for(&fs).as_str(), "deny");
+    }
+
+    /// `bash(git push*)` was accepted and never matched anything.
+    #[test]
+    fn patterns_that_are_not_tool_names_are_refused_when_read() {
+        #[derive(Debug, Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            rules: Vec<PermissionRule>,
+        }
+        let read = |pattern: &str| {
+            let json = format!(r#"{{"rules": [{{"pattern": {pattern:?}, "action": "deny"}}]}}"#);
+            serde_json::from_str::<File>(&json).map_err(|e| e.to_string())
+        };
+        for good in [
+            "bash",
+            "process_*",
+            "mcp__github__*",
+            "group:fs",
+            "github.get_issue",
+            "*",
+        ] {
+            assert!(read(good).is_ok(), "{good}");
+        }
+        let cases = [
+            (
+                "bash(git push*)",
+                "it has parentheses, but a rule matches tools, not arguments",
+            ),
+            ("git push", "it has a space"),
+            ("read|write", "`|` cannot appear in a tool name"),
+            ("group:f*", "a group is named exactly"),
+            ("", "it is empty"),
+        ];
+        for (bad, why) in cases {
+            let error = read(bad).err().unwrap_or_default();
+            assert!(
+                error.starts_with(&format!("invalid rule pattern `{bad}`: {why}")),
+                "{error}"
+            );
+            assert!(
+                error.contains("a rule's pattern is a tool name (`bash`)"),
+                "{error}"
+            );
+        }
     }
 }
