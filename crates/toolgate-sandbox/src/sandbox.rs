@@ -432,7 +432,11 @@ impl Sandbox {
             // The forwarder's ports are the only way out: nothing may point
             // the command elsewhere, not even an explicit value.
             env.retain(|name, _| !is_proxy_variable(name));
-            env.extend(proxy_environment(env.get("PATH").map(String::as_str)));
+            let rules = self.egress.as_ref().map(EgressSetup::rules);
+            env.extend(proxy_environment(
+                env.get("PATH").map(String::as_str),
+                rules,
+            ));
         }
         env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
     }

@@ -76,6 +76,12 @@ impl EgressRules {
         &self.denied
     }
 
+    /// Whether an allow rule covers `host` on some port (for a name: by its
+    /// exact name or a wildcard; for an address: the address itself).
+    pub fn allows_host(&self, host: &str) -> bool {
+        Target::parse(host).is_ok_and(|target| self.allowed.iter().any(|r| r.matches_host(&target)))
+    }
+
     /// Decides a connection to `host` (a name, an IPv4 address or an IPv6
     /// address with or without brackets) on `port`, before any DNS lookup.
     pub fn decide(&self, host: &str, port: u16) -> EgressDecision {

@@ -179,17 +179,29 @@ pub(super) fn is_proxy_variable(name: &str) -> bool {
 
 /// The variables that send the command's traffic through the forwarder's
 /// ports, in both the upper- and lower-case spellings tools read.
+/// `NO_PROXY` names the sandbox's loopback, less the names `rules` allow.
 ///
 /// `GIT_SSH_COMMAND` routes ssh through the SOCKS port with OpenBSD
 /// netcat's `-X 5 -x`; it is set only when the `nc` first on `path` is
 /// OpenBSD's, since other netcats spell the option differently (with
 /// another netcat, point ssh's ProxyCommand at 127.0.0.1:1080 yourself).
-pub(super) fn proxy_environment(path: Option<&str>) -> BTreeMap<String, String> {
+pub(super) fn proxy_environment(
+    path: Option<&str>,
+    rules: Option<&EgressRules>,
+) -> BTreeMap<String, String> {
     let http = format!("http://127.0.0.1:{HTTP_PROXY_PORT}");
     // socks5h: the name travels to the proxy, which resolves it; there is
     // no DNS inside the sandbox.
     let socks = format!("socks5h://127.0.0.1:{SOCKS_PROXY_PORT}");
-    let no_proxy = "localhost,127.0.0.1,::1".to_owned();
+    // The sandbox's own loopback is reached directly, except for a name the
+    // allowlist lists: that one means the host's (a dev server on the
+    // host's 127.0.0.1), which only the proxy can reach, so clients must
+    // not bypass the proxy for it.
+    let no_proxy = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .filter(|name| !rules.is_some_and(|rules| rules.allows_host(name)))
+        .collect::<Vec<_>>()
+        .join(",");
     let mut env = BTreeMap::new();
     for (name, value) in [
         ("http_proxy", &http),
@@ -269,7 +281,7 @@ mod tests {
 
     #[test]
     fn the_proxy_environment_points_at_the_forwarder() {
-        let env = proxy_environment(None);
+        let env = proxy_environment(None, None);
         let expected: BTreeMap<String, String> = [
             ("ALL_PROXY", "socks5h://127.0.0.1:1080"),
             ("HTTPS_PROXY", "http://127.0.0.1:3128"),
@@ -287,6 +299,28 @@ mod tests {
     }
 
     #[test]
+    fn loopback_names_the_allowlist_lists_go_through_the_proxy() {
+        let no_proxy = |allowed: &[&str]| {
+            let rules = EgressRules::new(allowed, &[]).unwrap();
+            let env = proxy_environment(None, Some(&rules));
+            assert_eq!(env["NO_PROXY"], env["no_proxy"]);
+            env["NO_PROXY"].clone()
+        };
+        for (allowed, expected) in [
+            (&[][..], "localhost,127.0.0.1,::1"),
+            (&["example.com"][..], "localhost,127.0.0.1,::1"),
+            (&["127.0.0.1"][..], "localhost,::1"),
+            (&["127.0.0.1:8080"][..], "localhost,::1"),
+            (&["localhost", "[::1]:443"][..], "127.0.0.1"),
+            (&["localhost", "127.0.0.1", "[::1]"][..], ""),
+            // Another loopback address is not one of the three names.
+            (&["127.0.0.2"][..], "localhost,127.0.0.1,::1"),
+        ] {
+            assert_eq!(no_proxy(allowed), expected, "{allowed:?}");
+        }
+    }
+
+    #[test]
     fn git_ssh_goes_through_socks_only_with_openbsd_netcat() {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("bin");
@@ -297,12 +331,12 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("nc"), "").unwrap();
         let path = |dirs: &[&Path]| std::env::join_paths(dirs).unwrap().into_string().unwrap();
-        let openbsd = proxy_environment(Some(&path(&[&bin, &other])));
+        let openbsd = proxy_environment(Some(&path(&[&bin, &other])), None);
         assert_eq!(
             openbsd.get("GIT_SSH_COMMAND").map(String::as_str),
             Some("ssh -o ProxyCommand='nc -X 5 -x 127.0.0.1:1080 %h %p'")
         );
-        let other_first = proxy_environment(Some(&path(&[&other, &bin])));
+        let other_first = proxy_environment(Some(&path(&[&other, &bin])), None);
         assert_eq!(other_first.get("GIT_SSH_COMMAND"), None);
     }
 }

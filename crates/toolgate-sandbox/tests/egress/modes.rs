@@ -333,3 +333,33 @@ async fn no_proxy_socket_or_directory_is_left_behind() {
         .collect();
     assert_eq!(leftovers, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_listed_loopback_address_is_reached_through_the_proxy_from_the_environment() {
+    // The host's 127.0.0.1 is only reachable through the proxy; with
+    // 127.0.0.1 in NO_PROXY curl would go to the sandbox's own loopback,
+    // where nothing listens, and fail to connect.
+    let port = serve_page();
+    let w = World::new(
+        &[format!("127.0.0.1:{port}")],
+        &[],
+        &[],
+        host_env(&[("HOME", "/root")]),
+    );
+    let no_proxy = w.sh("printf %s \"$NO_PROXY\"").await;
+    assert_eq!(no_proxy.outcome.stdout, "localhost,::1", "{no_proxy:#?}");
+    assert_eq!(
+        curl(&w, &format!("http://127.0.0.1:{port}/")).await,
+        (0, PAGE.into(), String::new())
+    );
+    let records = w.take_records();
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(
+        (
+            records[0].host.as_str(),
+            records[0].port,
+            records[0].allowed
+        ),
+        ("127.0.0.1", port, true)
+    );
+}
