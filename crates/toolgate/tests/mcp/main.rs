@@ -15,12 +15,14 @@ mod common;
 mod allowlist;
 mod calls;
 mod gate;
+mod home_root;
 mod http;
 mod own_config;
 mod progress;
 mod raw;
 mod roots;
 mod shutdown;
+mod weakened;
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
