@@ -547,10 +547,10 @@ pub fn trusted_files(env: &Environment) -> Result<Vec<(TrustRecord, Option<bool>
     Ok(records
         .into_iter()
         .map(|record| {
-            let current = std::fs::read(&record.path).ok().and_then(|bytes| {
+            let current = std::fs::read(&record.path).ok().map(|bytes| {
                 let file = parse(&String::from_utf8_lossy(&bytes), &record.path).ok();
                 let settings = file.and_then(|f| settings_file(&f, &record.path));
-                Some(trust::digest(&bytes, settings.as_deref()) == record.sha256)
+                trust::digest(&bytes, settings.as_deref()) == record.sha256
             });
             (record, current)
         })

@@ -250,6 +250,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
     for note in &settings.notes {
         eprintln!("toolgate: note: {note}");
     }
+    for warning in &settings.warnings {
+        eprintln!("toolgate: warning: {warning}");
+    }
     let command = match cli.command {
         Command::Mcp { exposure } => {
             let settings = exposure.apply(settings)?;

@@ -82,14 +82,12 @@ pub fn working_dir(settings: &Settings, env: &Environment) -> PathBuf {
 
 fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorkspace> {
     let cwd = working_dir(settings, env);
-    Ok(
-        LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
-            .context("cannot open the workspace roots")?
-            .network(network_mode(settings))
-            .filesystem(settings.filesystem.clone())
-            .protect(&settings.own_files)
-            .context("cannot open the workspace roots")?,
-    )
+    LocalWorkspace::new("cli", settings.roots.clone(), cwd, sandbox(settings, env)?)
+        .context("cannot open the workspace roots")?
+        .network(network_mode(settings))
+        .filesystem(settings.filesystem.clone())
+        .protect(&settings.own_files)
+        .context("cannot open the workspace roots")
 }
 
 /// The checks of every start that runs tools from the command line

@@ -144,7 +144,9 @@ fn a_rejected_request_is_told_why_and_logged_without_secrets() {
     let wrong = "Bearer guessed-token-55aa";
     let basic = "Basic dXNlcjpzZWNyZXQtcGFzc3dvcmQ=";
     let url_with_query = format!("{}?access_token=query-secret-99", served.url);
-    let cases: [(&str, Vec<(&str, &str)>, u16, &str, &str); 5] = [
+    // URL, headers, status, what the client is told, what the log says.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str, &'a str);
+    let cases: [Case; 5] = [
         (
             &served.url,
             vec![],
