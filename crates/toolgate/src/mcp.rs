@@ -106,10 +106,12 @@ impl Exposure {
 }
 
 fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
-    let notices = crate::sandbox::server_notices(&settings, &env)?;
+    let mut notices = crate::sandbox::server_notices(&settings, &env)?;
     for notice in &notices {
         eprintln!("toolgate: {notice}");
     }
+    // Said on stderr at start already; the client hears it too.
+    notices.extend(settings.warnings.iter().map(|w| format!("warning: {w}")));
     let scopes = ConfiguredScopes {
         settings,
         env,

@@ -42,6 +42,13 @@ fn the_agent_cannot_loosen_the_next_session() {
     std::fs::create_dir_all(&outside).unwrap();
     let marker = outside.join("marker");
     let mut raw = RawStdio::start(p.toolgate(&["mcp"]));
+    // The client hears it too: the server's instructions say so.
+    let initialize = raw.seen.first().cloned().unwrap_or_default();
+    let initialize: Value = serde_json::from_str(&initialize).unwrap_or_default();
+    let instructions = initialize["result"]["instructions"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(instructions.contains("is not trusted"), "{initialize}");
     let command = format!("touch {}", marker.display());
     let ran = raw.request(
         "tools/call",
