@@ -130,6 +130,10 @@ impl InputValidator {
                             format!("unknown field `{}`", keys.join("`, `")),
                         )
                     }
+                    (ValidationErrorKind::AdditionalProperties { unexpected }, _) => (
+                        path.to_owned(),
+                        unknown_fields(unexpected, &self.fields_at(path)),
+                    ),
                     (kind, _) => (path.to_owned(), describe(kind)),
                 }
             })
@@ -143,6 +147,32 @@ impl InputValidator {
             message,
             more: problems,
         })
+    }
+
+    /// The fields the schema declares for the object at `pointer` (an
+    /// instance path), for "did you mean"; empty when it cannot tell.
+    fn fields_at(&self, pointer: &str) -> Vec<&str> {
+        let mut schema = self.resolve(&self.schema);
+        for segment in pointer.split('/').skip(1) {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            let next = schema
+                .get("properties")
+                .and_then(|p| p.get(&segment))
+                .or_else(|| {
+                    schema
+                        .get("items")
+                        .filter(|_| segment.parse::<usize>().is_ok())
+                });
+            match next {
+                Some(next) => schema = self.resolve(next),
+                None => return Vec::new(),
+            }
+        }
+        schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     fn resolve<'s>(&'s self, mut schema: &'s Value) -> &'s Value {
@@ -407,6 +437,37 @@ fn describe(kind: &ValidationErrorKind) -> String {
     }
 }
 
+/// `unknown field `txt`; did you mean `text`?`, or, when no field is near
+/// the name (`heading` for `section`), the fields there are.
+fn unknown_fields(unexpected: &[String], fields: &[&str]) -> String {
+    let all = || fields.join(", ");
+    if let [name] = unexpected {
+        let hint = crate::suggest::did_you_mean(name, fields.iter().copied());
+        return match (hint.is_empty(), fields.is_empty()) {
+            (false, _) => format!("unknown field `{name}`{hint}"),
+            (true, false) => format!("unknown field `{name}`; the fields are: {}", all()),
+            (true, true) => format!("unknown field `{name}`"),
+        };
+    }
+    let names: Vec<String> = unexpected
+        .iter()
+        .map(
+            |name| match crate::suggest::closest(name, fields.iter().copied()) {
+                Some(near) => format!("`{name}` (did you mean `{near}`?)"),
+                None => format!("`{name}`"),
+            },
+        )
+        .collect();
+    match fields.is_empty() {
+        true => format!("unknown fields {}", names.join(", ")),
+        false => format!(
+            "unknown fields {}; the fields are: {}",
+            names.join(", "),
+            all()
+        ),
+    }
+}
+
 fn other_message(kind: &ValidationErrorKind) -> String {
     match kind {
         ValidationErrorKind::Enum { options } => format!("expected one of {options}"),
@@ -432,5 +493,52 @@ mod unknown_key_tests {
             .check_in_place(&mut args, InputMode::Coerce)
             .unwrap_err();
         assert_eq!(err.message, "unknown field `verbose`");
+    }
+
+    #[test]
+    fn an_unknown_field_gets_the_name_meant_or_the_fields_there_are() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "section": {"type": "string"},
+                "opts": {"$ref": "#/$defs/Opts"}
+            },
+            "additionalProperties": false,
+            "$defs": {"Opts": {
+                "type": "object",
+                "properties": {"depth": {"type": "integer"}},
+                "additionalProperties": false
+            }}
+        });
+        let validator = InputValidator::new(&schema).unwrap();
+        let message = |args: serde_json::Value| {
+            let mut args = args;
+            validator
+                .check_in_place(&mut args, InputMode::Coerce)
+                .unwrap_err()
+                .to_string()
+        };
+        let cases = [
+            (
+                serde_json::json!({"sectoin": "a"}),
+                "invalid arguments: unknown field `sectoin`; did you mean `section`?",
+            ),
+            (
+                serde_json::json!({"heading": "a"}),
+                "invalid arguments: unknown field `heading`; the fields are: opts, path, section",
+            ),
+            (
+                serde_json::json!({"heading": "a", "pth": "b"}),
+                "invalid arguments: unknown fields `heading`, `pth` (did you mean `path`?); the fields are: opts, path, section",
+            ),
+            (
+                serde_json::json!({"opts": {"dpeth": 1}}),
+                "invalid arguments at /opts: unknown field `dpeth`; did you mean `depth`?",
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(message(args), expected);
+        }
     }
 }

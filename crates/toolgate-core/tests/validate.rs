@@ -196,8 +196,8 @@ fn cases() -> Vec<Case> {
         ),
         (
             json!({"req": 1, "nested": {"depth": 1, "extra": 1}}),
-            Err("invalid arguments at /nested: unknown field `extra`"),
-            Err("invalid arguments at /nested: unknown field `extra`"),
+            Err("invalid arguments at /nested: unknown field `extra`; the fields are: depth, flag"),
+            Err("invalid arguments at /nested: unknown field `extra`; the fields are: depth, flag"),
         ),
         (
             json!({"req": 1, "maybe": {"n": "8"}}),
@@ -249,8 +249,8 @@ fn cases() -> Vec<Case> {
         ),
         (
             json!({"req": 1, "surprise": null}),
-            Err("invalid arguments: unknown field `surprise`"),
-            Err("invalid arguments: unknown field `surprise`"),
+            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
+            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
         ),
         // Other keywords are reported with what they expect.
         (
@@ -260,8 +260,8 @@ fn cases() -> Vec<Case> {
         ),
         (
             json!({"req": 1, "surprise": 1}),
-            Err("invalid arguments: unknown field `surprise`"),
-            Err("invalid arguments: unknown field `surprise`"),
+            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
+            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
         ),
         (
             json!([1]),

@@ -304,7 +304,12 @@ fn call_runs_the_pipeline_and_reports_errors_with_exit_codes() {
         (
             vec!["call", "demo_echo", r#"{"txt": "hi"}"#],
             2,
-            "toolgate: invalid arguments: unknown field `txt`; missing required field \"text\"",
+            "toolgate: invalid arguments: unknown field `txt`; did you mean `text`?; missing required field \"text\"",
+        ),
+        (
+            vec!["call", "demo_echo", r#"{"text": "hi", "heading": "x"}"#],
+            2,
+            "toolgate: invalid arguments: unknown field `heading`; the fields are: text, times",
         ),
         (
             vec!["call", "demo_wipe", r#"{"target": "/"}"#],
