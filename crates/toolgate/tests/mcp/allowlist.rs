@@ -57,7 +57,12 @@ fn a_workspace_file_named_like_a_listed_program_does_not_run() {
     plant(&p, "bin/cat");
     for attack in ["./ls", "bin/cat x", &format!("{}/ls", p.root().display())] {
         let result = bash(&mut raw, attack);
-        assert_refused(&p, &result, attack, "a path runs only when that exact path is listed");
+        assert_refused(
+            &p,
+            &result,
+            attack,
+            "a path runs only when that exact path is listed",
+        );
     }
     // The listed name still runs the program on PATH, not ./ls: the
     // sandbox's PATH holds no relative entry.
@@ -84,6 +89,77 @@ fn a_script_cannot_make_a_listed_name_find_a_workspace_file() {
         "export LD_PRELOAD=$PWD/x.so; ls",
     ] {
         let result = bash(&mut raw, attack);
-        assert_refused(&p, &result, attack, "under a command allowlist a script may not set it");
+        assert_refused(
+            &p,
+            &result,
+            attack,
+            "under a command allowlist a script may not set it",
+        );
     }
+}
+
+/// A listed program told to run another: git's aliases and options, awk's
+/// system(), find's -exec hidden in a variable. The command it would run
+/// (`touch`) is not listed.
+#[test]
+fn a_listed_program_cannot_be_told_to_run_an_unlisted_one() {
+    let p = Project::new();
+    let mut raw = server(&p, "git,awk,find,printf");
+    // Absolute, so that each would land wherever the command runs (git
+    // outside any repository, from /).
+    let marker = p.root().join(MARKER);
+    let marker = marker.display();
+    let attacks = [
+        (
+            format!("git -C / -c alias.x='!touch {marker}' x"),
+            "`-c alias.x=!touch",
+        ),
+        (
+            format!("git -C /tmp ls-remote --upload-pack='touch {marker}; :' /tmp"),
+            "`--upload-pack=touch",
+        ),
+        (
+            format!("awk 'BEGIN {{ system(\"touch {marker}\") }}'"),
+            "calls system()",
+        ),
+        (
+            format!("awk 'BEGIN {{ print \"\" | \"touch {marker}\" }}'"),
+            "pipes to or from a command",
+        ),
+        (
+            format!("a=-exec; find / -maxdepth 0 $a touch {marker} \\;"),
+            "`$a` is only known at run time",
+        ),
+    ];
+    for (attack, why) in &attacks {
+        let result = bash(&mut raw, attack);
+        assert_refused(&p, &result, attack, why);
+        assert!(
+            text(&result).contains("a listed program may not be told to run another"),
+            "{attack}: {result}"
+        );
+    }
+    // The same programs still do their ordinary work.
+    let result = bash(&mut raw, "awk 'BEGIN { print 6 * 7 }'; git --version");
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(text(&result).contains("42"), "{result}");
+    assert!(text(&result).contains("git version"), "{result}");
+}
+
+/// `--allow-pattern '('` was reported as an invalid `deny_patterns` entry.
+#[test]
+fn a_bad_allow_pattern_is_named_as_one() {
+    let p = Project::new();
+    let output = p
+        .toolgate(&["mcp", "--allow-pattern", "("])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--allow-pattern: invalid allow pattern `(`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("deny_patterns"), "{stderr}");
 }
