@@ -60,7 +60,7 @@ use cap_std::fs::{Dir, File, FileType, Metadata, MetadataExt, OpenOptions, OpenO
 use rustix::fs::OFlags;
 
 use self::atomic::Commit;
-pub use self::error::{EscapingLink, JailError};
+pub use self::error::JailError;
 use self::error::{from_io, invalid};
 
 /// How many symlinks a write, or a walk through links with absolute
@@ -428,10 +428,7 @@ impl Jail {
                     return Err(JailError::Escape {
                         path: rel.to_owned(),
                         root: self.root.clone(),
-                        link: Some(Box::new(EscapingLink {
-                            link: rel.to_owned(),
-                            target,
-                        })),
+                        link: Some(rel.to_owned()),
                     });
                 }
             }

@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
     /// The path leaves the root (absolute path outside it, `..` above it, a
-    /// symlink pointing out). `link` names the symlink that leads out, when
-    /// one does.
+    /// symlink pointing out). `link` names the symlink inside the root that
+    /// leads out, when one does (its target is not shown: what lies outside
+    /// the root stays out of the answers).
     #[error("{}", escape_message(path, root, link.as_deref()))]
     Escape {
         path: PathBuf,
         root: PathBuf,
-        link: Option<Box<EscapingLink>>,
+        link: Option<PathBuf>,
     },
     /// The path is (or lies under) an entry no tool may change: git's hooks
     /// and config, shell start-up files, editor and agent configuration.
@@ -65,29 +66,19 @@ pub enum JailError {
     Io { path: PathBuf, source: io::Error },
 }
 
-/// A symlink inside the root whose target lies outside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EscapingLink {
-    /// The link itself, relative to the root.
-    pub link: PathBuf,
-    /// Its target, as stored in the link.
-    pub target: PathBuf,
-}
-
-fn escape_message(path: &Path, root: &Path, link: Option<&EscapingLink>) -> String {
+fn escape_message(path: &Path, root: &Path, link: Option<&Path>) -> String {
     match link {
         None => format!(
             "`{}` is outside the workspace root {}; use a path inside it",
             shown(path),
             root.display()
         ),
-        Some(EscapingLink { link, target }) => format!(
-            "`{}`: the symlink `{}` leads outside the root {} (to `{}`); \
+        Some(link) => format!(
+            "`{}`: the symlink `{}` leads outside the root {}; \
              the file tools reach only what lies inside it, so use a path inside it",
             shown(path),
             link.display(),
-            root.display(),
-            target.display()
+            root.display()
         ),
     }
 }

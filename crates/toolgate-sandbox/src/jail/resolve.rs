@@ -15,14 +15,14 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::error::{EscapingLink, invalid};
+use super::error::invalid;
 use super::{Jail, JailError, MAX_SYMLINK_HOPS, cap_path};
 
 /// A symlink being followed: its target's components are the top `floor..`
 /// of the walk's stack.
 struct Following {
     floor: usize,
-    link: EscapingLink,
+    link: PathBuf,
 }
 
 /// `rel` with every symlink on its way resolved beneath the root (the final
@@ -77,10 +77,7 @@ pub(super) fn links(jail: &Jail, rel: &Path, follow_last: bool) -> Result<PathBu
             .dir
             .read_link_contents(&here)
             .map_err(|e| jail.err(&here, e))?;
-        let lead = EscapingLink {
-            link: here,
-            target: target.clone(),
-        };
+        let lead = here;
         let inner = if target.has_root() {
             // Attack: `f -> /etc/passwd`, `d -> /w2` (a prefix sibling of the
             // root `/w`): whole components are compared, and anything not
@@ -132,10 +129,10 @@ fn rest(mut here: PathBuf, mut todo: Vec<OsString>) -> PathBuf {
     here
 }
 
-fn escape(jail: &Jail, rel: &Path, link: Option<EscapingLink>) -> JailError {
+fn escape(jail: &Jail, rel: &Path, link: Option<PathBuf>) -> JailError {
     JailError::Escape {
         path: rel.to_path_buf(),
         root: jail.root.clone(),
-        link: link.map(Box::new),
+        link,
     }
 }

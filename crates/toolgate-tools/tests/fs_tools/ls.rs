@@ -253,7 +253,7 @@ async fn ls_lists_symlinks_as_symlinks_and_never_follows_them() {
 async fn ls_aligns_its_columns_with_names_last() {
     let f = Fixture::new();
     f.put("a", "12345");
-    f.put("a-much-longer-name.txt", &"x".repeat(2048));
+    f.put("a-much-longer-name.txt", "x".repeat(2048));
     f.put("dir/inner", "");
     let out = f.ok("ls", json!({})).await;
     assert_eq!(
