@@ -370,12 +370,12 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
         builder = builder.output_dir(dir.clone());
     }
     if let Some(tools) = &settings.only_tools {
-        builder = builder.only_tools(tools.clone());
+        builder = builder.only_tools_from("--tools", tools.clone());
     }
     if let Some(tools) = &settings.narrow_to {
-        builder = builder.only_tools(tools.clone());
+        builder = builder.only_tools_from("the untrusted project file's [access] allow", tools.clone());
     }
-    Ok(builder.build())
+    builder.try_build().map_err(anyhow::Error::from)
 }
 
 /// `toolgate prompt`: markdown, or each part as JSON (plus the markdown).

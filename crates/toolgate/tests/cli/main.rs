@@ -24,6 +24,7 @@ mod sandbox;
 mod symlinks;
 mod tool_detail;
 mod trust;
+mod typos;
 mod weakened;
 
 struct Sandbox {
