@@ -169,9 +169,13 @@ fn an_untrusted_file_still_tightens() {
 #[test]
 fn the_trust_records_are_out_of_the_agents_reach() {
     let s = Sandbox::new();
-    // A data directory inside the project: the agent must not forge trust.
+    // A data directory inside the project, named through a symlink: the
+    // agent must not forge trust by the real path either.
     let data = s.project().join("data");
-    let env = [("XDG_DATA_HOME", data.to_str().unwrap())];
+    std::fs::create_dir_all(&data).unwrap();
+    let link = s.project().join("data-link");
+    std::os::unix::fs::symlink(&data, &link).unwrap();
+    let env = [("XDG_DATA_HOME", link.to_str().unwrap())];
     s.write("project/toolgate.toml", "[tools]\nmax_timeout = 900\n");
     let o = s.run_in(&s.project(), &["trust"], &env);
     assert!(o.status.success(), "{}", stderr(&o));
