@@ -185,7 +185,10 @@ const PREFIXES: &[(&str, &str)] = &[
         "git runs the command it names or reads config and hooks from it",
     ),
     // lua reads LUA_INIT_5_4, LUA_INIT_5_3 ... as well as LUA_INIT.
-    ("LUA_INIT", "the interpreter runs code it names before its script"),
+    (
+        "LUA_INIT",
+        "the interpreter runs code it names before its script",
+    ),
 ];
 
 /// npm reads its config from `npm_config_*` variables in any case; these
@@ -313,7 +316,10 @@ mod tests {
         let names: Vec<&str> = refused.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, ["LD_PRELOAD", "BASH_ENV"]);
         let text = describe_refused(&refused);
-        assert!(text.starts_with("`LD_PRELOAD` (the dynamic loader"), "{text}");
+        assert!(
+            text.starts_with("`LD_PRELOAD` (the dynamic loader"),
+            "{text}"
+        );
         assert!(text.contains("`BASH_ENV` (the shell runs code"), "{text}");
     }
 }

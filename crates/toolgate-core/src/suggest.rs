@@ -54,7 +54,14 @@ mod tests {
 
     #[test]
     fn typos_find_the_name_meant_and_strangers_find_nothing() {
-        let tools = ["read", "write", "grep", "group:fs", "group:search", "section"];
+        let tools = [
+            "read",
+            "write",
+            "grep",
+            "group:fs",
+            "group:search",
+            "section",
+        ];
         let table = [
             ("raed", Some("read")),
             ("wirte", Some("write")),

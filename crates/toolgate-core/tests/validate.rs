@@ -249,8 +249,12 @@ fn cases() -> Vec<Case> {
         ),
         (
             json!({"req": 1, "surprise": null}),
-            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
-            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
+            Err(
+                "invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s",
+            ),
+            Err(
+                "invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s",
+            ),
         ),
         // Other keywords are reported with what they expect.
         (
@@ -260,8 +264,12 @@ fn cases() -> Vec<Case> {
         ),
         (
             json!({"req": 1, "surprise": 1}),
-            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
-            Err("invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s"),
+            Err(
+                "invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s",
+            ),
+            Err(
+                "invalid arguments: unknown field `surprise`; the fields are: b, i, items, limit, list, maybe, n, nested, opt, req, s",
+            ),
         ),
         (
             json!([1]),

@@ -790,9 +790,7 @@ fn resolve(
         warnings: Vec::new(),
         narrow_to: None,
         own_files: Vec::new(),
-        filesystem_source: settings_file
-            .as_ref()
-            .map(|settings| settings.path.clone()),
+        filesystem_source: settings_file.as_ref().map(|settings| settings.path.clone()),
     })
 }
 

@@ -373,7 +373,8 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
         builder = builder.only_tools_from("--tools", tools.clone());
     }
     if let Some(tools) = &settings.narrow_to {
-        builder = builder.only_tools_from("the untrusted project file's [access] allow", tools.clone());
+        builder =
+            builder.only_tools_from("the untrusted project file's [access] allow", tools.clone());
     }
     builder.try_build().map_err(anyhow::Error::from)
 }

@@ -113,11 +113,10 @@ impl TypedTool for EnvTool {
         let mut command = SandboxCommand::new(["env", "-0"]).timeout(Duration::from_secs(30));
         // The operator's list may name a variable no command gets
         // (`LD_PRELOAD`): show the environment commands really see.
-        let passed = self
-            .facts
-            .pass_env
-            .iter()
-            .filter(|name| toolgate_core::command_env::program_changing_variable(name).is_none());
+        let passed =
+            self.facts.pass_env.iter().filter(|name| {
+                toolgate_core::command_env::program_changing_variable(name).is_none()
+            });
         for name in passed {
             command = command.pass_env(name.clone());
         }

@@ -198,10 +198,7 @@ pub fn digest(bytes: &[u8], settings_file: Option<&Path>) -> String {
             Err(_) => hash.update(b"absent"),
         }
     }
-    hash.finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -236,7 +233,10 @@ mod tests {
         assert!(!store.revoke(file).unwrap());
         assert_eq!(store.status(file, &two).unwrap(), TrustStatus::Unknown);
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 

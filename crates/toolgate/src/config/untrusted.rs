@@ -114,7 +114,11 @@ pub fn restrict(project: ConfigFile, base: &ConfigFile) -> Restricted {
         }
     }
     if let Some(sandbox) = project.sandbox {
-        file.sandbox = Some(sandbox_section(sandbox, base.sandbox.as_ref(), &mut ignored));
+        file.sandbox = Some(sandbox_section(
+            sandbox,
+            base.sandbox.as_ref(),
+            &mut ignored,
+        ));
     }
     if let Some(tools) = project.tools {
         file.tools = Some(tools_section(tools, base.tools.as_ref(), &mut ignored));
@@ -245,7 +249,11 @@ fn resources_section(
         base.max_output_lines as u64,
         project.max_output_lines as u64,
     );
-    wider("max_file_bytes", base.max_file_bytes, project.max_file_bytes);
+    wider(
+        "max_file_bytes",
+        base.max_file_bytes,
+        project.max_file_bytes,
+    );
     ResourcePolicy {
         max_output_bytes: base.max_output_bytes.min(project.max_output_bytes),
         max_output_lines: base.max_output_lines.min(project.max_output_lines),
@@ -296,7 +304,9 @@ fn tools_section(
     let own_timeout = section.max_timeout.unwrap_or(MAX_TIMEOUT);
     if let Some(timeout) = project.max_timeout {
         if timeout > own_timeout {
-            ignored.push(format!("[tools] max_timeout = {timeout} (above {own_timeout})"));
+            ignored.push(format!(
+                "[tools] max_timeout = {timeout} (above {own_timeout})"
+            ));
         }
         section.max_timeout = Some(timeout.min(own_timeout));
     }
@@ -468,7 +478,10 @@ allow_remote = true
         );
         let tools = kept.tools.unwrap();
         assert!(!tools.elevated && tools.pass_env.is_empty());
-        assert_eq!((tools.max_timeout, tools.max_processes), (Some(600), Some(8)));
+        assert_eq!(
+            (tools.max_timeout, tools.max_processes),
+            (Some(600), Some(8))
+        );
         let paths = kept.paths.unwrap();
         assert!(paths.defaults && paths.allow.is_empty());
         assert!(kept.commands.unwrap().defaults);
@@ -553,9 +566,16 @@ allow = ["crates.io", "github.com"]
         let project = "[network]\nmode = \"proxy\"\nallow = [\"crates.io\", \"evil.example\"]\n";
         let (kept, ignored) = restricted(project, "");
         assert!(kept.network.is_none(), "no network without the user's");
-        assert_eq!(ignored, ["[network] mode = \"proxy\" (wider than \"none\")"]);
+        assert_eq!(
+            ignored,
+            ["[network] mode = \"proxy\" (wider than \"none\")"]
+        );
         let (kept, ignored) = restricted(project, "[network]\nmode = \"host\"\n");
-        assert_eq!(kept.network.unwrap().allow.len(), 2, "a proxy is narrower than host");
+        assert_eq!(
+            kept.network.unwrap().allow.len(),
+            2,
+            "a proxy is narrower than host"
+        );
         assert!(ignored.is_empty());
         let base = "[network]\nmode = \"proxy\"\nallow = [\"crates.io\"]\n";
         let (kept, ignored) = restricted(project, base);

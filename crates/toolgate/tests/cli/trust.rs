@@ -16,12 +16,24 @@ fn bash(s: &Sandbox, command: &str) -> Output {
 #[test]
 fn the_file_tools_cannot_write_toolgates_configuration() {
     let s = Sandbox::new();
-    for path in ["toolgate.toml", "sub/toolgate.toml", "./sub/../toolgate.toml"] {
+    for path in [
+        "toolgate.toml",
+        "sub/toolgate.toml",
+        "./sub/../toolgate.toml",
+    ] {
         let args = json!({"path": path, "content": WEAKENING}).to_string();
         let o = s.run(&["call", "write", &args]);
         assert_eq!(o.status.code(), Some(1), "{path}: {}", stderr(&o));
-        assert!(stderr(&o).contains("is protected"), "{path}: {}", stderr(&o));
-        assert!(stderr(&o).contains("toolgate's own configuration"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is protected"),
+            "{path}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).contains("toolgate's own configuration"),
+            "{}",
+            stderr(&o)
+        );
     }
     // Nor by moving a file onto it, or adding it, with a patch.
     s.write("project/staged.txt", WEAKENING);
@@ -32,7 +44,11 @@ fn the_file_tools_cannot_write_toolgates_configuration() {
         let args = json!({ "patch": patch }).to_string();
         let o = s.run(&["call", "apply_patch", &args]);
         assert_eq!(o.status.code(), Some(1), "{patch}: {}", stderr(&o));
-        assert!(stderr(&o).contains("is protected"), "{patch}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is protected"),
+            "{patch}: {}",
+            stderr(&o)
+        );
     }
     assert_eq!(
         std::fs::read_to_string(s.project().join("staged.txt")).unwrap(),
@@ -45,16 +61,30 @@ fn the_file_tools_cannot_write_toolgates_configuration() {
 #[test]
 fn a_sandboxed_command_cannot_write_toolgates_configuration() {
     let s = Sandbox::new();
-    let o = bash(&s, "printf '[sandbox]\\nbackend = \"none\"\\n' > toolgate.toml");
+    let o = bash(
+        &s,
+        "printf '[sandbox]\\nbackend = \"none\"\\n' > toolgate.toml",
+    );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stdout(&o).contains("Read-only file system"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("Read-only file system"),
+        "{}",
+        stdout(&o)
+    );
     // The mask left nothing behind in the host's project.
     assert!(!s.project().join("toolgate.toml").exists());
     // An existing file is read-only inside, unchanged outside.
     s.write("project/toolgate.toml", "policy = \"standard\"\n");
-    let o = bash(&s, "cat toolgate.toml; echo 'policy = \"permissive\"' >> toolgate.toml");
+    let o = bash(
+        &s,
+        "cat toolgate.toml; echo 'policy = \"permissive\"' >> toolgate.toml",
+    );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stdout(&o).contains("policy = \"standard\""), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("policy = \"standard\""),
+        "{}",
+        stdout(&o)
+    );
     assert_eq!(
         std::fs::read_to_string(s.project().join("toolgate.toml")).unwrap(),
         "policy = \"standard\"\n"
@@ -101,7 +131,11 @@ fn trusting_exactly_this_content_lets_it_loosen_and_any_change_voids_it() {
     let file = s.write("project/toolgate.toml", WEAKENING);
     let o = s.run(&["trust"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("[sandbox] backend = \"none\""), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("[sandbox] backend = \"none\""),
+        "{}",
+        stdout(&o)
+    );
 
     let marker = outside.join("trusted");
     let o = bash(&s, &format!("touch {}", marker.display()));
@@ -114,7 +148,11 @@ fn trusting_exactly_this_content_lets_it_loosen_and_any_change_voids_it() {
     let marker = outside.join("changed");
     let o = bash(&s, &format!("touch {}", marker.display()));
     assert!(!marker.exists(), "a changed file kept its trust");
-    assert!(stderr(&o).contains("changed since it was trusted"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("changed since it was trusted"),
+        "{}",
+        stderr(&o)
+    );
 
     let o = s.run(&["trust", "--list", "--json"]);
     let list: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -122,7 +160,10 @@ fn trusting_exactly_this_content_lets_it_loosen_and_any_change_voids_it() {
     let o = s.run(&["trust", "--revoke"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = s.run(&["trust", "--list", "--json"]);
-    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap(), json!([]));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+        json!([])
+    );
     let o = s.run(&["trust", "--revoke"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
@@ -141,7 +182,11 @@ fn an_untrusted_allow_rule_cannot_lift_the_users_ask() {
     let args = json!({"path": "a.txt", "content": "x"}).to_string();
     let o = s.run(&["call", "write", &args]);
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
-    assert!(stderr(&o).contains("the rule that allows `write`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the rule that allows `write`"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!s.project().join("a.txt").exists());
     // Trusted, the project's rule is the user's word too.
     assert!(s.run(&["trust"]).status.success());
@@ -159,7 +204,11 @@ fn an_untrusted_file_still_tightens() {
     );
     let o = bash(&s, "true");
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
-    assert!(stderr(&o).contains("denied by the access policy entry `bash`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("denied by the access policy entry `bash`"),
+        "{}",
+        stderr(&o)
+    );
     // Nothing was ignored, so nothing is said.
     assert!(!stderr(&o).contains("not trusted"), "{}", stderr(&o));
     let o = s.run(&["tools"]);

@@ -24,7 +24,10 @@ fn unknown_names_in_tools_access_and_rules_are_errors_with_a_hint() {
         // The server never started: nothing on the protocol channel.
         assert_eq!(stdout(&o), "", "{args:?}");
     }
-    s.write("home/.config/toolgate/config.toml", "[access]\ndeny = [\"bsah\"]\n");
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "[access]\ndeny = [\"bsah\"]\n",
+    );
     let o = s.run(&["tools"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
@@ -46,8 +49,16 @@ fn an_unknown_argument_field_names_the_field_meant_or_lists_them() {
     let s = Sandbox::new();
     let o = s.run(&["call", "read", r#"{"paht": "README.md"}"#]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("unknown field `paht`; did you mean `path`?"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown field `paht`; did you mean `path`?"),
+        "{}",
+        stderr(&o)
+    );
     let o = s.run(&["call", "memory_read", r#"{"heading": "Build"}"#]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("unknown field `heading`; the fields are:"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown field `heading`; the fields are:"),
+        "{}",
+        stderr(&o)
+    );
 }

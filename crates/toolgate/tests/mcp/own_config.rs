@@ -26,7 +26,10 @@ fn the_agent_cannot_loosen_the_next_session() {
     );
     assert_eq!(written["result"]["isError"], true, "{written}");
     assert!(text(&written).contains("is protected"), "{written}");
-    let script = format!("printf '{}' > toolgate.toml", weakening.replace('\n', "\\n"));
+    let script = format!(
+        "printf '{}' > toolgate.toml",
+        weakening.replace('\n', "\\n")
+    );
     let ran = raw.request(
         "tools/call",
         json!({"name": "bash", "arguments": {"command": script}}),
@@ -54,7 +57,10 @@ fn the_agent_cannot_loosen_the_next_session() {
         "tools/call",
         json!({"name": "bash", "arguments": {"command": command}}),
     );
-    assert!(!marker.exists(), "the command ran outside the sandbox: {ran}");
+    assert!(
+        !marker.exists(),
+        "the command ran outside the sandbox: {ran}"
+    );
     let listed = raw.request("tools/list", json!({}));
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
