@@ -377,8 +377,8 @@ fn absolute_symlinks_that_leave_the_root_are_refused_by_name() {
     assert_eq!(
         err.to_string(),
         format!(
-            "`sibling/f`: the symlink `sibling` leads outside the root {}; \
-             the file tools reach only what lies inside it, so use a path inside it",
+            "`sibling/f` is outside the workspace root {}: the symlink `sibling` leads outside \
+             the root; the file tools reach only what lies inside it, so use a path inside it",
             root.display()
         )
     );

@@ -74,11 +74,11 @@ fn escape_message(path: &Path, root: &Path, link: Option<&Path>) -> String {
             root.display()
         ),
         Some(link) => format!(
-            "`{}`: the symlink `{}` leads outside the root {}; \
+            "`{}` is outside the workspace root {}: the symlink `{}` leads outside the root; \
              the file tools reach only what lies inside it, so use a path inside it",
             shown(path),
-            link.display(),
-            root.display()
+            root.display(),
+            link.display()
         ),
     }
 }
