@@ -64,10 +64,49 @@ fn per_file(lines: &[String]) -> Vec<(String, Vec<u64>)> {
     out
 }
 
+/// `1 file`, `2 files`.
+fn counted(n: &Value, one: &str, many: &str) -> String {
+    let n = n.as_u64().unwrap();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What grep's summary line says matched, from its facts, in `mode`.
+fn found(facts: &Value, mode: &str) -> String {
+    let matches = counted(&facts["total_matches"], "match", "matches");
+    let files = counted(&facts["files_with_matches"], "file", "files");
+    match mode {
+        "content" => format!("{matches} in {files}"),
+        "files_with_matches" => counted(
+            &facts["files_with_matches"],
+            "file with matches",
+            "files with matches",
+        ),
+        _ => format!("{files} with {matches}"),
+    }
+}
+
+/// What grep's summary line says was searched, from its facts.
+fn searched(facts: &Value) -> String {
+    let mut text = format!(
+        "{} searched",
+        counted(&facts["files_searched"], "file", "files")
+    );
+    if facts["binary_files_skipped"] != json!(0) {
+        let binary = counted(
+            &facts["binary_files_skipped"],
+            "binary file",
+            "binary files",
+        );
+        text.push_str(&format!(", {binary} skipped"));
+    }
+    text
+}
+
 /// Checks a complete (untruncated) content-mode answer against `expected`.
 fn assert_content(out: &str, facts: &Value, expected: &[String], searched: usize) {
     assert_eq!(body(out), expected);
-    assert_eq!(out, expected.join("\n"));
+    let summary = format!("[{}; {}]", found(facts, "content"), self::searched(facts));
+    assert_eq!(out, format!("{}\n{summary}", expected.join("\n")));
     let files = per_file(expected);
     let got: Vec<(String, Vec<u64>)> = facts["results"]
         .as_array()
@@ -129,7 +168,8 @@ async fn grep_content_lists_every_match_sorted_by_path() {
         .iter()
         .map(|i| format!("big/huge.txt:{i}:needle at line {i}"))
         .collect();
-    assert_eq!(out, lines.join("\n"));
+    let summary = format!("[{} matches in 1 file; 1 file searched]", lines.len());
+    assert_eq!(out, format!("{}\n{summary}", lines.join("\n")));
 }
 
 #[tokio::test]
@@ -304,7 +344,8 @@ ctx/b.txt:1:b1 needle
 ctx/b.txt-2-b2
 --
 ctx/b.txt-11-b11
-ctx/b.txt:12:b12 needle";
+ctx/b.txt:12:b12 needle
+[5 matches in 2 files; 2 files searched]";
     assert_eq!(out, expected);
     assert_eq!(match_lines(&facts["results"][0]), vec![3, 5, 10]);
     assert_eq!(match_lines(&facts["results"][1]), vec![1, 12]);
@@ -321,7 +362,7 @@ ctx/a.txt:5:a5 needle
 ctx/a.txt-8-a8
 ctx/a.txt-9-a9
 ctx/a.txt:10:a10 needle
-[results 2-3 of 5 matches; continue with offset=3]";
+[results 2-3 of 5 matches in 2 files; 2 files searched; continue with offset=3]";
     assert_eq!(out, expected);
     assert_eq!(match_lines(&facts["results"][0]), vec![5, 10]);
     assert_eq!(facts["next_offset"], json!(3));
@@ -329,7 +370,7 @@ ctx/a.txt:10:a10 needle
 
 /// Follows `next_offset` from 0 to the end; returns the pages' bodies and
 /// checks each page's totals, hint and JSON.
-async fn pages(t: &Tree, mut args: Value, limit: usize, total: usize, unit: &str) -> Vec<String> {
+async fn pages(t: &Tree, mut args: Value, limit: usize, total: usize, mode: &str) -> Vec<String> {
     let mut all = Vec::new();
     let mut offset = 0usize;
     let mut calls = 0;
@@ -341,7 +382,7 @@ async fn pages(t: &Tree, mut args: Value, limit: usize, total: usize, unit: &str
         let (out, facts) = grep(t, args.clone()).await;
         let lines = body(&out);
         let shown = lines.len();
-        let key = if unit == "matches" {
+        let key = if mode == "content" {
             "total_matches"
         } else {
             "files_with_matches"
@@ -354,8 +395,10 @@ async fn pages(t: &Tree, mut args: Value, limit: usize, total: usize, unit: &str
             assert_eq!(facts["next_offset"], json!(next));
             assert_eq!(facts["truncated"], json!(true));
             let hint = format!(
-                "[results {}-{next} of {total} {unit}; continue with offset={next}]",
-                offset + 1
+                "[results {}-{next} of {}; {}; continue with offset={next}]",
+                offset + 1,
+                found(&facts, mode),
+                searched(&facts)
             );
             assert_eq!(out.lines().last(), Some(hint.as_str()));
             offset = next;
@@ -364,6 +407,8 @@ async fn pages(t: &Tree, mut args: Value, limit: usize, total: usize, unit: &str
             assert_eq!(facts["next_offset"], Value::Null);
             assert_eq!(facts["truncated"], json!(false));
             assert!(!out.contains("continue with"), "{out}");
+            let summary = format!("[{}; {}]", found(&facts, mode), searched(&facts));
+            assert_eq!(out.lines().last(), Some(summary.as_str()));
             return all;
         }
     }
@@ -379,7 +424,7 @@ async fn grep_pages_follow_next_offset_to_the_exact_end() {
         json!({"pattern": "needle"}),
         37,
         expected.len(),
-        "matches",
+        "content",
     )
     .await;
     assert_eq!(got, expected);
@@ -387,22 +432,23 @@ async fn grep_pages_follow_next_offset_to_the_exact_end() {
     let files = per_file(&expected);
     let paths: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
     let args = json!({"pattern": "needle", "mode": "files_with_matches"});
-    let got = pages(&t, args, 13, files.len(), "files").await;
+    let got = pages(&t, args, 13, files.len(), "files_with_matches").await;
     assert_eq!(got, paths);
     let counts: Vec<String> = files
         .iter()
         .map(|(p, l)| format!("{p}:{}", l.len()))
         .collect();
     let args = json!({"pattern": "needle", "mode": "count"});
-    assert_eq!(pages(&t, args, 13, files.len(), "files").await, counts);
+    assert_eq!(pages(&t, args, 13, files.len(), "count").await, counts);
     // A page past the end says how many there are.
     let args = json!({"pattern": "needle", "mode": "count", "offset": 100_000});
     let (out, facts) = grep(&t, args).await;
     assert_eq!(
         out,
         format!(
-            "[no results at offset=100000; {} files in all]",
-            files.len()
+            "[no results at offset=100000; {} in all; {}]",
+            found(&facts, "count"),
+            searched(&facts)
         )
     );
     assert_eq!(facts["results"], json!([]));
@@ -416,7 +462,12 @@ async fn grep_modes_report_files_and_counts() {
     let args = json!({"pattern": "needle", "mode": "files_with_matches", "limit": 100_000});
     let (out, facts) = grep(&t, args).await;
     let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(out, paths.join("\n"));
+    let summary = format!(
+        "[{}; {}]",
+        found(&facts, "files_with_matches"),
+        searched(&facts)
+    );
+    assert_eq!(out, format!("{}\n{summary}", paths.join("\n")));
     let got: Vec<&str> = facts["results"]
         .as_array()
         .unwrap()
@@ -430,7 +481,8 @@ async fn grep_modes_report_files_and_counts() {
         .iter()
         .map(|(p, l)| format!("{p}:{}", l.len()))
         .collect();
-    assert_eq!(out, counts.join("\n"));
+    let summary = format!("[{}; {}]", found(&facts, "count"), searched(&facts));
+    assert_eq!(out, format!("{}\n{summary}", counts.join("\n")));
     let got: Vec<String> = facts["results"]
         .as_array()
         .unwrap()
@@ -445,14 +497,17 @@ async fn grep_modes_report_files_and_counts() {
 async fn grep_skips_and_counts_binary_files_even_after_early_matches() {
     let t = Tree::new();
     let (out, facts) = grep(&t, json!({"pattern": "needle", "path": "bin"})).await;
-    assert_eq!(out, "No matches.");
+    assert_eq!(
+        out,
+        "No matches. [2 files searched, 2 binary files skipped]"
+    );
     assert_eq!(facts["binary_files_skipped"], json!(2));
     assert_eq!(facts["files_searched"], json!(2));
     assert_eq!(facts["total_matches"], json!(0));
     // The NUL comes after 8,000 lines with 80 matches: none is shown.
     let args = json!({"pattern": "needle", "path": "bin/late.dat", "mode": "count"});
     let (out, facts) = grep(&t, args).await;
-    assert_eq!(out, "No matches.");
+    assert_eq!(out, "No matches. [1 file searched, 1 binary file skipped]");
     assert_eq!(facts["binary_files_skipped"], json!(1));
 }
 

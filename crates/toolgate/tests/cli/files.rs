@@ -56,7 +56,7 @@ fn file_tools_work_end_to_end_through_the_binary() {
     let (_, body) = call("grep", json!({"pattern": "fn answer"}));
     assert_eq!(
         body["content"][0]["text"],
-        "src/lib.rs:1:pub fn answer() -> u32 {"
+        "src/lib.rs:1:pub fn answer() -> u32 {\n[1 match in 1 file; 1 file searched]"
     );
     let (_, body) = call("find", json!({"pattern": "*.rs"}));
     assert_eq!(body["structured"]["total"], json!(1));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{GrepFileResult, GrepLine, GrepMode, GrepOptions, GrepReport, LineKind};
+use super::{GrepFileResult, GrepLine, GrepOptions, GrepReport, LineKind};
 
 /// One stored line: its place in [`FileHits::text`].
 #[derive(Debug, Clone, Copy)]
@@ -210,13 +210,4 @@ fn page_lines(hits: &FileHits, lo: u64, hi: u64, before: u64, after: u64) -> Vec
             kind: rec.kind,
         })
         .collect()
-}
-
-impl GrepMode {
-    pub(super) fn unit(self) -> &'static str {
-        match self {
-            GrepMode::Content => "matches",
-            GrepMode::FilesWithMatches | GrepMode::Count => "files",
-        }
-    }
 }

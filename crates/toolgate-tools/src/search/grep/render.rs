@@ -7,8 +7,9 @@ use super::{GrepMode, GrepReport, LineKind};
 impl GrepReport {
     /// `path:12:text` for matches and `path-13-text` for context (with `--`
     /// between groups when context was asked for) in content mode; one path
-    /// per line for files; `path:N` for counts; then a continuation line when
-    /// truncated, or `No matches.` when nothing matched.
+    /// per line for files; `path:N` for counts; then always one summary line,
+    /// `[3 matches in 2 files; 120 files searched]` (with the page and how to
+    /// continue when truncated), or `No matches. [120 files searched]`.
     #[must_use]
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -17,8 +18,7 @@ impl GrepReport {
             GrepMode::FilesWithMatches | GrepMode::Count => self.files_with_matches,
         };
         if total == 0 {
-            out.push_str("No matches.");
-            self.push_skipped(&mut out);
+            let _ = write!(out, "No matches. [{}]", self.searched());
             return out;
         }
         let mut shown = 0usize;
@@ -55,34 +55,69 @@ impl GrepReport {
                 }
             }
         }
-        let unit = self.mode.unit();
+        let found = self.found();
+        let searched = self.searched();
         if shown == 0 {
             let _ = write!(
                 out,
-                "[no results at offset={}; {total} {unit} in all]",
+                "[no results at offset={}; {found} in all; {searched}]",
                 self.offset
             );
         } else if let Some(next) = self.next_offset {
             let _ = write!(
                 out,
-                "[results {}-{} of {total} {unit}; continue with offset={next}]",
+                "[results {}-{} of {found}; {searched}; continue with offset={next}]",
                 self.offset + 1,
                 self.offset + shown
             );
-        } else if out.ends_with('\n') {
-            out.pop();
+        } else {
+            let _ = write!(out, "[{found}; {searched}]");
         }
-        self.push_skipped(&mut out);
         out
     }
 
-    fn push_skipped(&self, out: &mut String) {
-        if self.unreadable_files_skipped > 0 {
-            let _ = write!(
-                out,
-                "\n[{} unreadable or refused files skipped]",
-                self.unreadable_files_skipped
-            );
+    /// What matched, in the unit of the mode first (what pages count):
+    /// `5 matches in 2 files`, `2 files with matches`, `2 files with 5
+    /// matches`.
+    fn found(&self) -> String {
+        let matches = counted(self.total_matches, "match", "matches");
+        match self.mode {
+            GrepMode::Content => {
+                let files = counted(self.files_with_matches, "file", "files");
+                format!("{matches} in {files}")
+            }
+            GrepMode::FilesWithMatches => counted(
+                self.files_with_matches,
+                "file with matches",
+                "files with matches",
+            ),
+            GrepMode::Count => {
+                let files = counted(self.files_with_matches, "file", "files");
+                format!("{files} with {matches}")
+            }
         }
     }
+
+    /// `120 files searched`, and the files that were skipped, if any.
+    fn searched(&self) -> String {
+        let mut text = format!("{} searched", counted(self.files_searched, "file", "files"));
+        for (n, one, many) in [
+            (self.binary_files_skipped, "binary file", "binary files"),
+            (
+                self.unreadable_files_skipped,
+                "unreadable or refused file",
+                "unreadable or refused files",
+            ),
+        ] {
+            if n > 0 {
+                let _ = write!(text, ", {} skipped", counted(n, one, many));
+            }
+        }
+        text
+    }
+}
+
+/// `1 match`, `2 matches`.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

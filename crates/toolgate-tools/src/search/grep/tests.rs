@@ -66,7 +66,8 @@ fn honours_ignore_files_hidden_binary_git_and_symlinks() {
     );
     assert_eq!(
         report.render(),
-        "docs/guide.md:1\nsrc/lib.rs:1\nsrc/nested/ok.rs:1"
+        "docs/guide.md:1\nsrc/lib.rs:1\nsrc/nested/ok.rs:1\n\
+         [3 files with 3 matches; 5 files searched, 1 binary file skipped]"
     );
 }
 
@@ -125,7 +126,10 @@ fn a_file_start_is_searched_alone_and_a_symlink_inside_is_followed() {
         report.results[0].matches,
         vec![line(1, "// needle one", LineKind::Match)]
     );
-    assert_eq!(report.render(), "link_in.rs:1:// needle one");
+    assert_eq!(
+        report.render(),
+        "link_in.rs:1:// needle one\n[1 match in 1 file; 1 file searched]"
+    );
     let err = grep(&tree.jail, Path::new("link_out"), &opts("needle")).unwrap_err();
     assert!(matches!(err, SearchError::Jail(_)), "{err}");
     let err = grep(&tree.jail, Path::new("../outside"), &opts("needle")).unwrap_err();
@@ -158,12 +162,18 @@ fn fixed_strings_word_and_invalid_regex() {
         fixed_strings: true,
         ..opts("f(x[0])")
     };
-    assert_eq!(run(&tree, "", &o).render(), "a.txt:1:call f(x[0]) now");
+    assert_eq!(
+        run(&tree, "", &o).render(),
+        "a.txt:1:call f(x[0]) now\n[1 match in 1 file; 1 file searched]"
+    );
     let o = GrepOptions {
         word: true,
         ..opts("needle")
     };
-    assert_eq!(run(&tree, "", &o).render(), "a.txt:4:needle");
+    assert_eq!(
+        run(&tree, "", &o).render(),
+        "a.txt:4:needle\n[1 match in 1 file; 1 file searched]"
+    );
     let err = grep(&tree.jail, Path::new(""), &opts("f(x[0]")).unwrap_err();
     let text = err.to_string();
     assert!(text.starts_with("invalid regex \"f(x[0]\": "), "{text}");
@@ -181,7 +191,7 @@ fn multiline_matches_span_lines() {
     };
     assert_eq!(
         run(&tree, "", &o).render(),
-        "a.rs:1:fn a(\na.rs:2:    x: u8,"
+        "a.rs:1:fn a(\na.rs:2:    x: u8,\n[2 matches in 1 file; 1 file searched]"
     );
 }
 
@@ -206,7 +216,8 @@ fn context_lines_and_group_separators() {
     assert_eq!(
         report.render(),
         "a.txt-4-line 4\na.txt:5:hit 5\na.txt-6-line 6\na.txt:7:hit 7\na.txt-8-line 8\n--\n\
-         a.txt-14-line 14\na.txt:15:hit 15\na.txt-16-line 16\n--\nb.txt-1-x\nb.txt:2:hit b"
+         a.txt-14-line 14\na.txt:15:hit 15\na.txt-16-line 16\n--\nb.txt-1-x\nb.txt:2:hit b\n\
+         [4 matches in 2 files; 2 files searched]"
     );
     assert_eq!(report.total_matches, 4);
     // Paging keeps each match's own context.
@@ -231,7 +242,7 @@ fn context_lines_and_group_separators() {
         ]
     );
     assert_eq!(page.next_offset, Some(3));
-    assert!(page.render().ends_with("--\na.txt-14-line 14\na.txt:15:hit 15\na.txt-16-line 16\n[results 2-3 of 4 matches; continue with offset=3]"), "{}", page.render());
+    assert!(page.render().ends_with("--\na.txt-14-line 14\na.txt:15:hit 15\na.txt-16-line 16\n[results 2-3 of 4 matches in 2 files; 2 files searched; continue with offset=3]"), "{}", page.render());
 }
 
 #[test]
@@ -244,7 +255,7 @@ fn long_lines_are_cut_on_a_char_boundary() {
     };
     assert_eq!(
         run(&tree, "", &o).render(),
-        "a.txt:1:needle ééé… [97 more chars]"
+        "a.txt:1:needle ééé… [97 more chars]\n[1 match in 1 file; 1 file searched]"
     );
 }
 
@@ -269,7 +280,7 @@ fn huge_file_is_counted_exactly_with_bounded_storage() {
     assert_eq!(report.results[0].matches.len(), 3);
     assert_eq!(
         report.render(),
-        "huge.txt:1:needle here\nhuge.txt:3:needle here\nhuge.txt:5:needle here\n[results 1-3 of 100000 matches; continue with offset=3]"
+        "huge.txt:1:needle here\nhuge.txt:3:needle here\nhuge.txt:5:needle here\n[results 1-3 of 100000 matches in 1 file; 1 file searched; continue with offset=3]"
     );
 }
 
@@ -420,7 +431,10 @@ fn types_and_include_exclude_globs() {
 fn no_matches_and_serialization() {
     let tree = standard();
     let report = run(&tree, "", &opts("absent"));
-    assert_eq!(report.render(), "No matches.");
+    assert_eq!(
+        report.render(),
+        "No matches. [5 files searched, 1 binary file skipped]"
+    );
     let report = run(&tree, "src/lib.rs", &opts("needle"));
     assert_eq!(
         serde_json::to_value(&report).unwrap(),
@@ -439,7 +453,10 @@ fn unreadable_files_are_skipped_and_counted() {
     let tree = Tree::new(&[("a.txt", b"needle\n")]);
     tree.symlink("/etc/hostname", "abs.txt");
     // The walker skips symlinks; a file start that is one is refused.
-    assert_eq!(run(&tree, "", &opts("needle")).render(), "a.txt:1:needle");
+    assert_eq!(
+        run(&tree, "", &opts("needle")).render(),
+        "a.txt:1:needle\n[1 match in 1 file; 1 file searched]"
+    );
     assert!(grep(&tree.jail, Path::new("abs.txt"), &opts("x")).is_err());
 }
 
@@ -467,7 +484,7 @@ fn a_path_swapped_for_an_escaping_symlink_is_refused_and_counted() {
     );
     assert_eq!(
         report.render(),
-        "No matches.\n[1 unreadable or refused files skipped]"
+        "No matches. [0 files searched, 1 unreadable or refused file skipped]"
     );
 }
 
