@@ -24,7 +24,10 @@ pub struct PathRules {
     pub deny: Vec<String>,
     /// Allow everything under the workspace roots.
     pub workspace_roots: bool,
-    /// Allow everything under the temp dir.
+    /// Allow everything under the temp dir. Off by default: the file tools
+    /// reach only inside the workspace roots (the jail) and commands get a
+    /// private /tmp of their own, so allowing the host's temp dir here would
+    /// only make this layer say "allow" for calls the jail then refuses.
     pub temp_dir: bool,
 }
 
@@ -50,7 +53,7 @@ impl Default for PathRules {
             .map(str::to_owned)
             .to_vec(),
             workspace_roots: true,
-            temp_dir: true,
+            temp_dir: false,
         }
     }
 }
@@ -161,10 +164,7 @@ impl PathPolicy {
             format!("pattern `{pattern}`")
         } else {
             return PathVerdict::Denied {
-                reason: format!(
-                    "`{}` is outside the workspace roots, the temp dir and every allowed pattern",
-                    path.display()
-                ),
+                reason: self.outside(&path, roots),
                 path,
             };
         };
@@ -173,6 +173,33 @@ impl PathPolicy {
 }
 
 impl PathPolicy {
+    /// Why `path` is allowed by nothing: it names the places that are.
+    fn outside(&self, path: &Path, roots: &[PathBuf]) -> String {
+        let mut places = Vec::new();
+        if self.rules.workspace_roots {
+            let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+            places.push(if list.is_empty() {
+                "the workspace roots (none is set)".to_owned()
+            } else {
+                format!("the workspace roots ({})", list.join(", "))
+            });
+        }
+        if self.rules.temp_dir {
+            places.push(format!("the temp dir {}", self.temp_dir.display()));
+        }
+        places.push("every allowed pattern".to_owned());
+        let last = places.pop().unwrap_or_default();
+        let places = if places.is_empty() {
+            last
+        } else {
+            format!("{} and {last}", places.join(", "))
+        };
+        format!(
+            "`{}` is outside {places}; use a path inside a workspace root",
+            path.display()
+        )
+    }
+
     /// `~` and `~/x` as the home directory, as a tool that expands them
     /// would open them; `~user` is refused rather than guessed.
     fn expand_home(&self, path: &Path) -> Result<PathBuf, String> {

@@ -30,14 +30,17 @@ fn default_rules() {
     let p = standard();
     let outside = |x: &str| {
         format!(
-            "deny: `{x}` is outside the workspace roots, the temp dir and every allowed pattern"
+            "deny: `{x}` is outside the workspace roots (/work/app, /work/lib) and every allowed \
+             pattern; use a path inside a workspace root"
         )
     };
     let table = [
         ("src/main.rs", "allow /work/app/src/main.rs by workspace root /work/app".to_owned()),
         ("/work/lib/x", "allow /work/lib/x by workspace root /work/lib".to_owned()),
         ("/work/app", "allow /work/app by workspace root /work/app".to_owned()),
-        ("/tmp/scratch.txt", "allow /tmp/scratch.txt by temp dir /tmp".to_owned()),
+        // The file tools reach only inside the roots (the jail), so the temp
+        // dir is not allowed by default either.
+        ("/tmp/scratch.txt", outside("/tmp/scratch.txt")),
         // Lexical escapes are folded before matching.
         ("../../etc/passwd", outside("/etc/passwd")),
         ("src/../../../etc/shadow", "deny: `/etc/shadow` matches the denied pattern `/etc/shadow`".to_owned()),
@@ -113,8 +116,24 @@ fn implicit_allowances_can_be_switched_off_and_bad_globs_are_refused() {
         ..PathRules::default()
     };
     let p = PathPolicy::new(rules, None, PathBuf::from("/tmp")).unwrap();
-    assert!(verdict(&p, "src/x").starts_with("deny: `/work/app/src/x` is outside"));
+    assert_eq!(
+        verdict(&p, "src/x"),
+        "deny: `/work/app/src/x` is outside every allowed pattern; use a path inside a \
+         workspace root"
+    );
     assert!(verdict(&p, "/tmp/x").starts_with("deny"));
+    // The temp dir, when switched on, is allowed and named.
+    let rules = PathRules {
+        temp_dir: true,
+        ..PathRules::default()
+    };
+    let p = PathPolicy::new(rules, None, PathBuf::from("/tmp")).unwrap();
+    assert_eq!(verdict(&p, "/tmp/x"), "allow /tmp/x by temp dir /tmp");
+    assert_eq!(
+        verdict(&p, "/var/x"),
+        "deny: `/var/x` is outside the workspace roots (/work/app, /work/lib), the temp dir \
+         /tmp and every allowed pattern; use a path inside a workspace root"
+    );
 
     let bad = PathRules {
         deny: vec!["/a/[b".into()],

@@ -16,6 +16,7 @@ use common::toolgate;
 mod call_status;
 mod closed_stdout;
 mod config;
+mod explain_paths;
 mod files;
 mod home_root;
 mod leftovers;
