@@ -855,6 +855,14 @@ fn protected_entries_cannot_be_written_moved_or_removed() {
         symlink(".git", root.join("gitlink")).unwrap();
         symlink(".bashrc", root.join("rc-link")).unwrap();
         symlink(".git/hooks/pre-commit", root.join("hook-link")).unwrap();
+        // The same through absolute targets inside the root.
+        let real = fs::canonicalize(&root).unwrap();
+        symlink(real.join(".git"), root.join("abs-gitlink")).unwrap();
+        symlink(
+            real.join(".git/hooks/pre-commit"),
+            root.join("abs-hook-link"),
+        )
+        .unwrap();
     });
     let before = tree(&fx.root);
     let jail = &fx.jail;
@@ -868,6 +876,9 @@ fn protected_entries_cannot_be_written_moved_or_removed() {
         ".vscode/tasks.json",
         "gitlink/config",
         "gitlink/hooks/post-checkout",
+        "abs-gitlink/config",
+        "abs-gitlink/hooks/post-checkout",
+        "abs-hook-link",
         "rc-link",
         "hook-link",
         "sub/.git",
@@ -885,6 +896,10 @@ fn protected_entries_cannot_be_written_moved_or_removed() {
     );
     assert_kind(
         jail.rename(p("notes.txt"), p("gitlink/hooks/pre-push")),
+        "Protected",
+    );
+    assert_kind(
+        jail.rename(p("notes.txt"), p("abs-gitlink/hooks/pre-push")),
         "Protected",
     );
     assert_kind(jail.rename(p(".git/config"), p("config.bak")), "Protected");
