@@ -140,7 +140,8 @@ pub struct PathsSection {
     deny: Vec<String>,
     #[serde(default = "yes")]
     workspace_roots: bool,
-    #[serde(default = "yes")]
+    /// Allow the whole temp dir too (off: the file tools reach only the roots).
+    #[serde(default)]
     temp_dir: bool,
 }
 
@@ -166,14 +167,14 @@ fn yes() -> bool {
 }
 
 impl PathsSection {
-    /// The section as if absent: the built-in entries, roots and temp dir.
+    /// The section as if absent: the built-in entries and the roots.
     fn standard() -> Self {
         PathsSection {
             defaults: true,
             allow: Vec::new(),
             deny: Vec::new(),
             workspace_roots: true,
-            temp_dir: true,
+            temp_dir: false,
         }
     }
 }

@@ -35,3 +35,36 @@ fn explain_of_a_temp_dir_path_outside_the_roots_says_deny_and_names_the_roots() 
         stderr(&o)
     );
 }
+
+#[test]
+fn a_paths_section_keeps_the_temp_dir_out_unless_it_says_otherwise() {
+    let s = Sandbox::new();
+    let outside = s.write("outside.txt", "outside\n");
+    let args = json!({ "path": outside }).to_string();
+    let decision = |s: &Sandbox| {
+        let o = s.run(&["policy", "explain", "read", &args]);
+        stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("decision:"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "[paths]\ndeny = [\"**/secrets/**\"]\n",
+    );
+    assert!(
+        decision(&s).starts_with("decision: deny"),
+        "{}",
+        decision(&s)
+    );
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "[paths]\ntemp_dir = true\n",
+    );
+    assert!(
+        decision(&s).starts_with("decision: allow"),
+        "{}",
+        decision(&s)
+    );
+}
