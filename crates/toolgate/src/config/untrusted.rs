@@ -234,31 +234,41 @@ fn resources_section(
     base: ResourcePolicy,
     ignored: &mut Vec<String>,
 ) -> ResourcePolicy {
-    let mut wider = |name: &str, ours: u64, theirs: u64| {
-        if theirs > ours {
-            ignored.push(format!("[resources] {name} = {theirs} (above {ours})"));
-        }
-    };
-    wider(
-        "max_output_bytes",
-        base.max_output_bytes as u64,
-        project.max_output_bytes as u64,
-    );
-    wider(
-        "max_output_lines",
-        base.max_output_lines as u64,
-        project.max_output_lines as u64,
-    );
-    wider(
-        "max_file_bytes",
-        base.max_file_bytes,
-        project.max_file_bytes,
-    );
+    let section = "[resources]";
     ResourcePolicy {
-        max_output_bytes: base.max_output_bytes.min(project.max_output_bytes),
-        max_output_lines: base.max_output_lines.min(project.max_output_lines),
-        max_file_bytes: base.max_file_bytes.min(project.max_file_bytes),
+        max_output_bytes: at_most(
+            (section, "max_output_bytes"),
+            project.max_output_bytes,
+            base.max_output_bytes,
+            ignored,
+        ),
+        max_output_lines: at_most(
+            (section, "max_output_lines"),
+            project.max_output_lines,
+            base.max_output_lines,
+            ignored,
+        ),
+        max_file_bytes: at_most(
+            (section, "max_file_bytes"),
+            project.max_file_bytes,
+            base.max_file_bytes,
+            ignored,
+        ),
     }
+}
+
+/// The project's limit where it is no higher than the user's, else the
+/// user's (and the project's is named as ignored).
+fn at_most<T: Ord + Copy + std::fmt::Display>(
+    (section, name): (&str, &str),
+    theirs: T,
+    ours: T,
+    ignored: &mut Vec<String>,
+) -> T {
+    if theirs > ours {
+        ignored.push(format!("{section} {name} = {theirs} (above {ours})"));
+    }
+    theirs.min(ours)
 }
 
 fn sandbox_section(
@@ -303,21 +313,18 @@ fn tools_section(
     }
     let own_timeout = section.max_timeout.unwrap_or(MAX_TIMEOUT);
     if let Some(timeout) = project.max_timeout {
-        if timeout > own_timeout {
-            ignored.push(format!(
-                "[tools] max_timeout = {timeout} (above {own_timeout})"
-            ));
-        }
-        section.max_timeout = Some(timeout.min(own_timeout));
+        let limit = at_most(("[tools]", "max_timeout"), timeout, own_timeout, ignored);
+        section.max_timeout = Some(limit);
     }
     let own_processes = section.max_processes.unwrap_or(MAX_PROCESSES);
     if let Some(processes) = project.max_processes {
-        if processes > own_processes {
-            ignored.push(format!(
-                "[tools] max_processes = {processes} (above {own_processes})"
-            ));
-        }
-        section.max_processes = Some(processes.min(own_processes));
+        let limit = at_most(
+            ("[tools]", "max_processes"),
+            processes,
+            own_processes,
+            ignored,
+        );
+        section.max_processes = Some(limit);
     }
     section
 }
