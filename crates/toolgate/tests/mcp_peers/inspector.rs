@@ -264,11 +264,16 @@ fn http_without_the_right_bearer_token_needs_authentication() {
     let p = Project::new();
     let served = p.serve(Some(TOKEN));
     let wrong = "Authorization: Bearer not-the-token".to_owned();
-    let cases: [(&str, Vec<&str>); 2] = [
-        ("no header", vec![]),
-        ("a wrong token", vec!["--header", &wrong]),
+    // Each is told what was wrong: no token at all, or the wrong one.
+    let cases: [(&str, Vec<&str>, &str); 2] = [
+        ("no header", vec![], "a bearer token is required"),
+        (
+            "a wrong token",
+            vec!["--header", &wrong],
+            "the bearer token is wrong",
+        ),
     ];
-    for (case, header) in cases {
+    for (case, header, told) in cases {
         // --stored-auth-only: fail instead of starting an interactive OAuth
         // login, which would wait for a browser forever.
         let mut args = header;
@@ -293,7 +298,7 @@ fn http_without_the_right_bearer_token_needs_authentication() {
         assert!(
             envelope["error"]["message"]
                 .as_str()
-                .is_some_and(|m| m.contains("a bearer token is required")),
+                .is_some_and(|m| m.contains(told)),
             "{case}: {error}"
         );
     }

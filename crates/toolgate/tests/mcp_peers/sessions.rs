@@ -357,17 +357,19 @@ fn a_missing_or_wrong_bearer_token_is_unauthorized() {
     let longer = format!("Bearer {TOKEN}x");
     let basic = format!("Basic {TOKEN}");
 
-    let cases: [(Option<&str>, u16); 8] = [
-        (None, 401),
-        (Some("Bearer"), 401),
-        (Some("Bearer "), 401),
-        (Some("Bearer wrong"), 401),
-        (Some(&prefix), 401),
-        (Some(&longer), 401),
-        (Some(&basic), 401),
-        (Some(&right), 200),
+    // A token that was sent and is not valid gets RFC 6750's invalid_token.
+    let invalid = "Bearer error=\"invalid_token\"";
+    let cases: [(Option<&str>, u16, &str); 8] = [
+        (None, 401, "Bearer"),
+        (Some("Bearer"), 401, "Bearer"),
+        (Some("Bearer "), 401, "Bearer"),
+        (Some("Bearer wrong"), 401, invalid),
+        (Some(&prefix), 401, invalid),
+        (Some(&longer), 401, invalid),
+        (Some(&basic), 401, "Bearer"),
+        (Some(&right), 200, ""),
     ];
-    for (authorization, status) in cases {
+    for (authorization, status, challenge) in cases {
         let mut headers = vec![
             ("Content-Type", "application/json"),
             ("Accept", "application/json, text/event-stream"),
@@ -380,7 +382,7 @@ fn a_missing_or_wrong_bearer_token_is_unauthorized() {
         if status == 401 {
             assert_eq!(
                 r.header("www-authenticate"),
-                Some("Bearer"),
+                Some(challenge),
                 "Authorization {authorization:?}: {r:#?}"
             );
             assert_eq!(r.header("mcp-session-id"), None, "{r:#?}");
