@@ -382,6 +382,18 @@ impl Sandbox {
         Ok(spec)
     }
 
+    /// Whether a command of `spec` can write in `dir` (a root, a scratch
+    /// directory, toolgate's state directory with its private temp dirs),
+    /// also through a symlink.
+    fn command_writes(&self, spec: &SandboxSpec, dir: &Path) -> bool {
+        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+        [dir, real.as_path()].iter().any(|dir| {
+            spec.writable_roots.iter().any(|r| dir.starts_with(r))
+                || SCRATCH_DIRS.iter().any(|s| dir.starts_with(s))
+                || dir.starts_with(&self.state_dir)
+        })
+    }
+
     /// The command's environment: the defaults and the named host
     /// variables, then the explicit values.
     fn environment(
@@ -404,15 +416,6 @@ impl Sandbox {
                 env.insert(name.to_owned(), value.clone());
             }
         }
-        // An empty or relative PATH entry (`/usr/bin:`, `.`) searches the
-        // command's working directory, a workspace the agent writes: a
-        // planted `./ls` would answer to the bare name `ls`, which a command
-        // allowlist means as the system's program.
-        let path = env
-            .get("PATH")
-            .map(|path| absolute_path_entries(path))
-            .filter(|path| !path.is_empty());
-        env.insert("PATH".into(), path.unwrap_or_else(|| FALLBACK_PATH.into()));
         // HOME and TMPDIR must be places the command can use.
         let home_usable = env.get("HOME").is_some_and(|h| {
             spec.writable_roots
@@ -428,6 +431,17 @@ impl Sandbox {
         for (name, value) in &command.set_env {
             env.insert(name.clone(), value.clone());
         }
+        // Whoever set PATH (the host, the call's `env`): an empty or
+        // relative entry (`/usr/bin:`, `.`) searches the command's working
+        // directory, a workspace the agent writes, and an entry inside a
+        // root or a scratch directory is a place it writes too. A planted
+        // `ls` there would answer to the bare name `ls`, which a command
+        // allowlist means as the system's program.
+        let path = env
+            .get("PATH")
+            .map(|path| system_path_entries(path, |dir| self.command_writes(spec, dir)))
+            .filter(|path| !path.is_empty());
+        env.insert("PATH".into(), path.unwrap_or_else(|| FALLBACK_PATH.into()));
         if spec.network == NetworkMode::Proxy {
             // The forwarder's ports are the only way out: nothing may point
             // the command elsewhere, not even an explicit value.
@@ -572,10 +586,17 @@ const LANDLOCK_READABLE: &[&str] = &[
 /// The descriptor number stage 2 reads the environment from.
 const ENV_FD: i32 = 3;
 
-/// The absolute entries of a `PATH` value, in order; empty and relative
-/// entries (which name the working directory) are dropped.
-fn absolute_path_entries(path: &str) -> String {
-    let entries: Vec<&str> = path.split(':').filter(|e| e.starts_with('/')).collect();
+/// Directories every sandboxed command may write, whatever its roots.
+const SCRATCH_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+
+/// The entries of a `PATH` value a command cannot plant programs in, in
+/// order: empty and relative entries (which name the working directory) and
+/// those `writable` says the command can write are dropped.
+fn system_path_entries(path: &str, writable: impl Fn(&Path) -> bool) -> String {
+    let entries: Vec<&str> = path
+        .split(':')
+        .filter(|e| e.starts_with('/') && !writable(Path::new(e)))
+        .collect();
     entries.join(":")
 }
 
@@ -686,7 +707,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn path_entries_that_name_the_working_directory_are_dropped() {
+    fn path_entries_a_command_can_write_are_dropped() {
         let table = [
             ("/usr/bin:/bin", "/usr/bin:/bin"),
             ("/usr/bin:", "/usr/bin"),
@@ -697,8 +718,13 @@ mod tests {
             (".", ""),
         ];
         for (path, expected) in table {
-            assert_eq!(absolute_path_entries(path), expected, "{path:?}");
+            assert_eq!(system_path_entries(path, |_| false), expected, "{path:?}");
         }
+        let writable = |dir: &Path| dir.starts_with("/work/app") || dir.starts_with("/tmp");
+        assert_eq!(
+            system_path_entries("/work/app/bin:/usr/bin:/tmp/x:/bin", writable),
+            "/usr/bin:/bin"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod gate;
 mod home_root;
 mod http;
 mod own_config;
+mod path_shadow;
 mod progress;
 mod raw;
 mod roots;
