@@ -85,12 +85,19 @@ impl TypedTool for ProcessStartTool {
             .start(&args.command, args.cwd.as_deref(), &args.env)
             .await?;
         let log = entry.log.display().to_string();
-        Ok(ToolOutput::text(format!(
+        let mut text = format!(
             "Started process {} in the background; its output goes to {log} (read it with \
              process_read pid={}).",
             entry.pid, entry.pid
+        );
+        // Like every command result: a sandbox weaker than bubblewrap is said.
+        let backend = self.0.fs.workspace().health().await.backend;
+        if let Some(note) = backend.weakened_note() {
+            text.push_str(&format!("\n[{note}]"));
+        }
+        Ok(ToolOutput::text(text).with_structured(
+            json!({"pid": entry.pid, "output_file": log, "command": entry.command, "backend": backend}),
         ))
-        .with_structured(json!({"pid": entry.pid, "output_file": log, "command": entry.command})))
     }
 }
 
@@ -107,8 +114,13 @@ fn start_schema() -> Value {
                 "description": "The file its stdout and stderr go to.",
             },
             "command": {"type": "string", "description": "The script it runs."},
+            "backend": {
+                "enum": ["bwrap", "landlock", "none"],
+                "description": "The sandbox that runs it (landlock and none are weaker than \
+                                bwrap; the text says what is lost).",
+            },
         }),
-        &["pid", "output_file", "command"],
+        &["pid", "output_file", "command", "backend"],
     )
 }
 

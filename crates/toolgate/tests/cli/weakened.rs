@@ -240,3 +240,26 @@ fn doctor_lists_what_the_landlock_backend_loses_and_bubblewrap_loses_nothing() {
     let o = s.run(&["doctor"]);
     assert!(!stdout(&o).contains("weakened"), "{}", stdout(&o));
 }
+
+#[test]
+fn a_background_process_under_landlock_says_so_too() {
+    let s = Sandbox::new();
+    let args = r#"{"command": "true"}"#;
+    let o = s.run_in(
+        &s.project(),
+        &["call", "process_start", args, "--json"],
+        &LANDLOCK,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let body: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(body["structured"]["backend"], "landlock", "{body}");
+    let text = body["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("[sandbox weakened: ran under the landlock backend"),
+        "{text}"
+    );
+    // Under bubblewrap nothing is said.
+    let o = s.run(&["call", "process_start", args]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("weakened"), "{}", stdout(&o));
+}
