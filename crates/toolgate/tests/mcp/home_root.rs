@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -32,17 +32,12 @@ pub(crate) struct RootsClient {
 impl RootsClient {
     /// Starts `cmd` (a `toolgate ... mcp` command) and initializes, offering
     /// `roots` (the roots capability only with `Some`).
-    pub fn start(mut cmd: Command, roots: Option<Vec<String>>) -> RootsClient {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+    pub fn start(cmd: Command, roots: Option<Vec<String>>) -> RootsClient {
+        let (child, stdin, stdout, stderr) = crate::spawn_piped(cmd);
         let mut client = RootsClient {
-            stdin: child.stdin.take(),
-            stdout: Lines::of(child.stdout.take().unwrap()),
-            stderr: Lines::of(child.stderr.take().unwrap()),
+            stdin,
+            stdout,
+            stderr,
             child,
             roots,
             next_id: 1,

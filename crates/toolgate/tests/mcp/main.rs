@@ -27,7 +27,7 @@ mod weakened;
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -223,6 +223,21 @@ fn wait_until(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `cmd` started with all three streams piped: the child, its stdin, and
+/// its stdout and stderr as lines.
+fn spawn_piped(mut cmd: Command) -> (Child, Option<ChildStdin>, Lines, Lines) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let stdout = Lines::of(child.stdout.take().unwrap());
+    let stderr = Lines::of(child.stderr.take().unwrap());
+    (child, stdin, stdout, stderr)
 }
 
 /// The lines of a pipe, read on a thread of their own.

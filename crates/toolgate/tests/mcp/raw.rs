@@ -2,7 +2,7 @@
 //! every byte on stdout, and the order of messages on the wire.
 
 use std::io::Write;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -24,17 +24,12 @@ pub(crate) struct RawStdio {
 impl RawStdio {
     /// Starts `cmd` (a `toolgate ... mcp` command) and initializes a
     /// 2025-11-25 session.
-    pub fn start(mut cmd: Command) -> RawStdio {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+    pub fn start(cmd: Command) -> RawStdio {
+        let (child, stdin, stdout, stderr) = crate::spawn_piped(cmd);
         let mut raw = RawStdio {
-            stdin: child.stdin.take(),
-            stdout: Lines::of(child.stdout.take().unwrap()),
-            stderr: Lines::of(child.stderr.take().unwrap()),
+            stdin,
+            stdout,
+            stderr,
             child,
             seen: Vec::new(),
             next_id: 1,
