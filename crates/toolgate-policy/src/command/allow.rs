@@ -93,6 +93,14 @@ pub(super) fn assignment_refusal(name: &str) -> Option<&'static str> {
         // `BASH_CMDS[ls]=./x` makes `ls` run ./x.
         "PATH" | "BASH_CMDS" => Some("it changes which program a command name finds"),
         "BASH_ALIASES" => Some("it defines an alias that replaces a command"),
+        // Options from a file, where the command line check cannot see
+        // them: `--pre=CMD` in rg's, an archive `host:file` for tar.
+        "RIPGREP_CONFIG_PATH" => {
+            Some("rg reads options from the file it names, which can make it run a command")
+        }
+        "TAPE" => {
+            Some("tar reads the archive it names, which can be on a host reached through rsh")
+        }
         _ => toolgate_core::command_env::program_changing_variable(name),
     }
 }
@@ -312,6 +320,8 @@ mod tests {
             ("export LD_PRELOAD=$PWD/x.so; ls", "LD_PRELOAD"),
             ("LD_PRELOAD=./x.so ls", "LD_PRELOAD"),
             ("BASH_ENV=./x cat a", "BASH_ENV"),
+            ("RIPGREP_CONFIG_PATH=./rc cat a", "RIPGREP_CONFIG_PATH"),
+            ("export TAPE=host:/dev/st0; cat a", "TAPE"),
             ("(PATH=.; ls)", "PATH"),
             ("cat $(PATH=. ls)", "PATH"),
         ];

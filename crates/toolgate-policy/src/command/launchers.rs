@@ -1,6 +1,10 @@
 //! Programs that run other programs when their arguments tell them to:
 //! `git -c alias.x='!cmd' x`, `git fetch --upload-pack=cmd`,
-//! `awk 'BEGIN{system("cmd")}'`, `find $opt cmd \;` with `opt=-exec`.
+//! `awk 'BEGIN{system("cmd")}'`, `find $opt cmd \;` with `opt=-exec`,
+//! `sed 's/x/cmd/e'` (`sed`), `sort --compress-program=cmd`,
+//! `rg --pre cmd` (`filters`), `tar --to-command=cmd`, `rsync -e cmd`,
+//! `ssh -o ProxyCommand=cmd` (`remote`); `getopt` reads their options as
+//! their own parsers do.
 //!
 //! Unlike the wrappers (`sudo X`, `find -exec X ;`), what these run is not a
 //! command we can check: it is a string inside an option or a program in
@@ -8,6 +12,11 @@
 //! command line shows it, so that listing `git` or `awk` does not list every
 //! program. What they run from files (a repository's config, an awk script
 //! file) is the sandbox's business, and the docs say so.
+
+mod filters;
+mod getopt;
+mod remote;
+mod sed;
 
 use super::words::Word;
 
@@ -18,19 +27,29 @@ pub(super) fn hidden_launch(name: &str, args: &[Word]) -> Option<String> {
         "git" => git(args),
         "awk" | "gawk" | "mawk" | "nawk" | "original-awk" => awk(name, args),
         "find" => find(args),
+        "sed" | "gsed" => sed::sed(args),
+        "sort" => filters::sort(args),
+        "rg" => filters::rg(args),
+        "tar" | "gtar" => remote::tar(args),
+        "rsync" => remote::rsync(args),
+        "ssh" => remote::ssh(args),
+        "scp" => remote::scp(args),
+        "sftp" => remote::sftp(args),
         _ => None,
     }
 }
 
 /// A word that may expand to something starting with `-` (an option) at run
 /// time: it starts with an expansion, a substitution or a glob (a file can
-/// be named `--upload-pack=cmd`).
+/// be named `--upload-pack=cmd`), or has an unquoted expansion, which word
+/// splitting can turn into several words (`HEAD:$p` with `p='x --exec=cmd'`).
 fn may_be_an_option(word: &Word) -> bool {
     let Word::Dynamic(dynamic) = word else {
         return false;
     };
+    let splits = dynamic.source.contains(['$', '`']) && !dynamic.base_is_exact;
     let source = dynamic.source.trim_start_matches('"');
-    source.starts_with(['$', '`', '*', '?', '['])
+    (splits && !dynamic.generated_file) || source.starts_with(['$', '`', '*', '?', '['])
 }
 
 fn unknown_option(program: &str, word: &Word, example: &str) -> String {
@@ -503,6 +522,11 @@ mod tests {
             ("git filter-branch --tree-filter x", "filter-branch"),
             ("git fetch $opt origin", "`$opt` is only known at run time"),
             ("git fetch * origin", "`*` is only known at run time"),
+            // Unquoted, `$p` splits: `p='x --upload-pack=cmd'`.
+            (
+                "git fetch origin refs/$p",
+                "`refs/$p` is only known at run time",
+            ),
             ("awk 'BEGIN{system(\"python3 -c 1\")}'", "calls system()"),
             ("awk 'BEGIN { system (\"x\") }'", "calls system()"),
             ("awk '{print | \"python3\"}' f", "pipes"),
@@ -553,6 +577,7 @@ mod tests {
             "git config user.name",
             "git diff --stat",
             "git add src/*.rs",
+            "git fetch origin \"refs/$p\"",
             "awk '{print $1}' f",
             "awk -F: '$3 > 100 || $1 == \"root\" {print $1}' /etc/passwd",
             "awk '/a|b/ {n++} END {print n}' f",
