@@ -146,6 +146,78 @@ fn a_listed_program_cannot_be_told_to_run_an_unlisted_one() {
     assert!(text(&result).contains("git version"), "{result}");
 }
 
+/// The default shell list's text tools told to run a program: GNU sed's
+/// `e` command and `s///e` flag, a sed script from a file, `--sandbox`
+/// after the script it was meant to cover (sed compiles `-e` scripts as it
+/// meets them) or turned into a file name by POSIXLY_CORRECT, sort's
+/// `--compress-program` and rg's `--pre`. Each runs `./z`, which leaves the
+/// marker, or `touch` itself.
+#[test]
+fn sed_sort_and_rg_cannot_be_told_to_run_an_unlisted_program() {
+    let p = Project::new();
+    plant(&p, "z");
+    p.write("prog.sed", format!("1e touch {MARKER}\n"));
+    let mut raw = server(&p, "sed,sort,rg,printf,cat");
+    let marker = p.root().join(MARKER);
+    let marker = marker.display();
+    let attacks = [
+        (
+            format!("printf 'a\\n' | sed 's|.*|touch {marker}|e'"),
+            "has the `e` flag of `s`",
+        ),
+        (
+            format!("printf 'a\\n' | sed '1e touch {marker}'"),
+            "has an `e` command (`1e touch",
+        ),
+        (
+            "printf 'a\\n' | sed -f prog.sed".to_string(),
+            "`-f prog.sed` makes sed run a script from a file",
+        ),
+        (
+            format!("printf 'a\\n' | sed -e '1e touch {marker}' --sandbox"),
+            "has an `e` command",
+        ),
+        (
+            format!("printf 'a\\n' | POSIXLY_CORRECT=1 sed '1e touch {marker}' - --sandbox"),
+            "has an `e` command",
+        ),
+        (
+            "printf '%s\\n' {1..3000} | sort -S 1k --compress-program=./z -n".to_string(),
+            "`--compress-program=./z` names a program sort runs",
+        ),
+        (
+            "rg --pre ./z x prog.sed".to_string(),
+            "`--pre ./z` names a command rg runs on every file",
+        ),
+    ];
+    for (attack, why) in &attacks {
+        let result = bash(&mut raw, attack);
+        assert_refused(&p, &result, attack, why);
+        assert!(
+            text(&result).contains("a listed program may not be told to run another"),
+            "{attack}: {result}"
+        );
+    }
+    // Their ordinary work still runs, `-i` and `--sandbox` included.
+    p.write("notes.txt", "one\ntwo\n");
+    let result = bash(
+        &mut raw,
+        "sed -i 's/one/eins/' notes.txt && sed -n '1,2p' notes.txt | sort -r && sed --sandbox -f prog.sed notes.txt; printf 'b\\na\\n' | sort",
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    let output = text(&result);
+    assert!(output.contains("two\neins"), "{output}");
+    assert!(
+        output.contains("e/r/w commands disabled in sandbox mode"),
+        "{output}"
+    );
+    assert!(output.contains("a\nb"), "{output}");
+    assert!(
+        !p.root().join(MARKER).exists(),
+        "an allowed sed ran the marker"
+    );
+}
+
 /// `--allow-pattern '('` was reported as an invalid `deny_patterns` entry.
 #[test]
 fn a_bad_allow_pattern_is_named_as_one() {
