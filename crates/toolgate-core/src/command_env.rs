@@ -152,6 +152,12 @@ const EXACT: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        // ripgrep reads default options (`--pre CMD`) from this file; tar's
+        // default archive may be `host:file`, which runs rsh or ssh.
+        "the program takes options or an archive from it that run a command",
+        &["RIPGREP_CONFIG_PATH", "TAPE"],
+    ),
+    (
         // Build tools start every compiler through these wrappers (cargo's
         // RUSTC_WRAPPER, go's -toolexec in GOFLAGS).
         "the build tool runs every compiler through the program it names",
@@ -286,6 +292,8 @@ mod tests {
             "npm_config_script_shell",
             "NPM_CONFIG_SCRIPT_SHELL",
             "GCONV_PATH",
+            "RIPGREP_CONFIG_PATH",
+            "TAPE",
         ];
         for name in refused {
             assert!(program_changing_variable(name).is_some(), "{name}");
