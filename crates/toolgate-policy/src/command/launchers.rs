@@ -443,18 +443,49 @@ fn skip_delimited(chars: &[char], start: usize, delimiter: char) -> usize {
     i
 }
 
+/// What the launcher tests of every module share.
 #[cfg(test)]
-mod tests {
-    use super::super::{CommandPolicy, CommandVerdict};
+pub(super) mod test_support {
+    use crate::command::{CommandPolicy, CommandVerdict};
 
-    fn policy() -> Result<CommandPolicy, String> {
-        let listed: Vec<String> = ["git", "awk", "gawk", "find", "xargs", "ls", "cat"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    /// The standard policy under an allowlist of `listed`.
+    pub fn allowing(listed: &[&str]) -> Result<CommandPolicy, String> {
+        let listed: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
         CommandPolicy::standard()
             .allow_only(&listed, &[])
             .map_err(|e| e.to_string())
+    }
+
+    /// Each script is refused as a launch, with a reason naming `why`.
+    pub fn expect_launches_refused(
+        policy: &CommandPolicy,
+        refused: &[(&str, &str)],
+    ) -> Result<(), String> {
+        for (script, why) in refused {
+            match policy.check(script) {
+                CommandVerdict::Denied { reason, .. } => {
+                    assert!(reason.contains(why), "{script}: {reason}");
+                    assert!(
+                        reason.ends_with(
+                            "under a command allowlist a listed program may not be told to run another"
+                        ),
+                        "{script}: {reason}"
+                    );
+                }
+                other => return Err(format!("{script}: {other:?}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CommandPolicy, CommandVerdict};
+    use super::test_support::{allowing, expect_launches_refused};
+
+    fn policy() -> Result<CommandPolicy, String> {
+        allowing(&["git", "awk", "gawk", "find", "xargs", "ls", "cat"])
     }
 
     /// Each attack runs python3 (not listed) through a listed program; the
@@ -547,21 +578,7 @@ mod tests {
             ("awk '{print}' $f", "`$f` is only known at run time"),
             ("find . $a python3 \\;", "`$a` is only known at run time"),
         ];
-        for (script, word) in refused {
-            match policy.check(script) {
-                CommandVerdict::Denied { reason, .. } => {
-                    assert!(reason.contains(word), "{script}: {reason}");
-                    assert!(
-                        reason.ends_with(
-                            "under a command allowlist a listed program may not be told to run another"
-                        ),
-                        "{script}: {reason}"
-                    );
-                }
-                other => return Err(format!("{script}: {other:?}")),
-            }
-        }
-        Ok(())
+        expect_launches_refused(&policy, &refused)
     }
 
     #[test]

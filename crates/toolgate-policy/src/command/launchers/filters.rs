@@ -189,16 +189,11 @@ pub(super) fn rg(args: &[Word]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::command::launchers::test_support::{allowing, expect_launches_refused};
     use crate::command::{CommandPolicy, CommandVerdict};
 
     fn policy() -> Result<CommandPolicy, String> {
-        let listed: Vec<String> = ["sort", "rg", "cat"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        CommandPolicy::standard()
-            .allow_only(&listed, &[])
-            .map_err(|e| e.to_string())
+        allowing(&["sort", "rg", "cat"])
     }
 
     #[test]
@@ -242,21 +237,7 @@ mod tests {
             ("rg x \"$dir\"", "`\"$dir\"` is only known at run time"),
             ("rg -e -- --pre z", "`--pre z`"),
         ];
-        for (script, why) in refused {
-            match policy.check(script) {
-                CommandVerdict::Denied { reason, .. } => {
-                    assert!(reason.contains(why), "{script}: {reason}");
-                    assert!(
-                        reason.ends_with(
-                            "under a command allowlist a listed program may not be told to run another"
-                        ),
-                        "{script}: {reason}"
-                    );
-                }
-                other => return Err(format!("{script}: {other:?}")),
-            }
-        }
-        Ok(())
+        expect_launches_refused(&policy, &refused)
     }
 
     #[test]

@@ -831,9 +831,7 @@ mod tests {
     }
 
     fn policy() -> Result<CommandPolicy, String> {
-        CommandPolicy::standard()
-            .allow_only(&["sed".to_string(), "cat".to_string()], &[])
-            .map_err(|e| e.to_string())
+        crate::command::launchers::test_support::allowing(&["sed", "cat"])
     }
 
     #[test]
