@@ -477,12 +477,23 @@ pub(super) mod test_support {
         }
         Ok(())
     }
+
+    /// Each script passes the command layer.
+    pub fn expect_allowed(policy: &CommandPolicy, allowed: &[&str]) {
+        for script in allowed {
+            let verdict = policy.check(script);
+            assert!(
+                matches!(verdict, CommandVerdict::Allowed { .. }),
+                "{script}: {verdict:?}"
+            );
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::{CommandPolicy, CommandVerdict};
-    use super::test_support::{allowing, expect_launches_refused};
+    use super::test_support::{allowing, expect_allowed, expect_launches_refused};
 
     fn policy() -> Result<CommandPolicy, String> {
         allowing(&["git", "awk", "gawk", "find", "xargs", "ls", "cat"])
@@ -606,13 +617,7 @@ mod tests {
             "find \"src\" -type f",
             "ls | xargs cat",
         ];
-        for script in allowed {
-            let verdict = policy.check(script);
-            assert!(
-                matches!(verdict, CommandVerdict::Allowed { .. }),
-                "{script}: {verdict:?}"
-            );
-        }
+        expect_allowed(&policy, &allowed);
         // The wrappers' commands are checked as commands.
         for script in [
             "find . -exec python3 {} \\;",

@@ -32,6 +32,18 @@ fn plant(p: &Project, name: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// Each attack is refused as a launch, naming `why`, and ran nothing.
+fn assert_launches_refused(p: &Project, raw: &mut RawStdio, attacks: &[(String, &str)]) {
+    for (attack, why) in attacks {
+        let result = bash(raw, attack);
+        assert_refused(p, &result, attack, why);
+        assert!(
+            text(&result).contains("a listed program may not be told to run another"),
+            "{attack}: {result}"
+        );
+    }
+}
+
 fn assert_refused(p: &Project, result: &Value, command: &str, why: &str) {
     assert_eq!(result["isError"], true, "{command}: {result}");
     let message = text(result);
@@ -131,14 +143,7 @@ fn a_listed_program_cannot_be_told_to_run_an_unlisted_one() {
             "`$a` is only known at run time",
         ),
     ];
-    for (attack, why) in &attacks {
-        let result = bash(&mut raw, attack);
-        assert_refused(&p, &result, attack, why);
-        assert!(
-            text(&result).contains("a listed program may not be told to run another"),
-            "{attack}: {result}"
-        );
-    }
+    assert_launches_refused(&p, &mut raw, &attacks);
     // The same programs still do their ordinary work.
     let result = bash(&mut raw, "awk 'BEGIN { print 6 * 7 }'; git --version");
     assert_eq!(result["isError"], false, "{result}");
@@ -190,14 +195,7 @@ fn sed_sort_and_rg_cannot_be_told_to_run_an_unlisted_program() {
             "`--pre ./z` names a command rg runs on every file",
         ),
     ];
-    for (attack, why) in &attacks {
-        let result = bash(&mut raw, attack);
-        assert_refused(&p, &result, attack, why);
-        assert!(
-            text(&result).contains("a listed program may not be told to run another"),
-            "{attack}: {result}"
-        );
-    }
+    assert_launches_refused(&p, &mut raw, &attacks);
     // Their ordinary work still runs, `-i` and `--sandbox` included.
     p.write("notes.txt", "one\ntwo\n");
     let result = bash(

@@ -189,8 +189,10 @@ pub(super) fn rg(args: &[Word]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::command::launchers::test_support::{allowing, expect_launches_refused};
-    use crate::command::{CommandPolicy, CommandVerdict};
+    use crate::command::launchers::test_support::{
+        allowing, expect_allowed, expect_launches_refused,
+    };
+    use crate::command::CommandPolicy;
 
     fn policy() -> Result<CommandPolicy, String> {
         allowing(&["sort", "rg", "cat"])
@@ -262,13 +264,7 @@ mod tests {
             "rg -C 3 x -- \"$dir\"",
             "rg --json --sort path x",
         ];
-        for script in allowed {
-            let verdict = policy.check(script);
-            assert!(
-                matches!(verdict, CommandVerdict::Allowed { .. }),
-                "{script}: {verdict:?}"
-            );
-        }
+        expect_allowed(&policy, &allowed);
         Ok(())
     }
 }

@@ -546,8 +546,10 @@ pub(super) fn sftp(args: &[Word]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::command::launchers::test_support::{allowing, expect_launches_refused};
-    use crate::command::{CommandPolicy, CommandVerdict};
+    use crate::command::launchers::test_support::{
+        allowing, expect_allowed, expect_launches_refused,
+    };
+    use crate::command::CommandPolicy;
 
     fn policy() -> Result<CommandPolicy, String> {
         allowing(&["tar", "rsync", "ssh", "scp", "sftp", "cat"])
@@ -715,13 +717,7 @@ mod tests {
             "scp -r dir h:",
             "sftp -P 2222 h",
         ];
-        for script in allowed {
-            let verdict = policy.check(script);
-            assert!(
-                matches!(verdict, CommandVerdict::Allowed { .. }),
-                "{script}: {verdict:?}"
-            );
-        }
+        expect_allowed(&policy, &allowed);
         Ok(())
     }
 }
