@@ -189,10 +189,10 @@ pub(super) fn rg(args: &[Word]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::command::CommandPolicy;
     use crate::command::launchers::test_support::{
         allowing, expect_allowed, expect_launches_refused,
     };
-    use crate::command::CommandPolicy;
 
     fn policy() -> Result<CommandPolicy, String> {
         allowing(&["sort", "rg", "cat"])
