@@ -23,10 +23,13 @@ use toolgate_sandbox::{BackendChoice, FilesystemRules, RootError, RootMap};
 /// The project file's name.
 pub const PROJECT_FILE: &str = toolgate_sandbox::CONFIG_FILE_NAME;
 
+mod project;
 pub mod trust;
 mod untrusted;
 
-use trust::{TrustRecord, TrustStatus, TrustStore};
+use project::{Untrusted, own_files, project_trust};
+pub use project::{discovered_project_file, revoke_trust, trust_project_file, trusted_files};
+use trust::TrustStatus;
 
 /// One configuration file as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -459,147 +462,6 @@ pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, Config
     }
     settings.own_files = own_files(env, &settings);
     Ok(settings)
-}
-
-/// What became of an untrusted project file.
-struct Untrusted {
-    path: PathBuf,
-    status: Result<TrustStatus, String>,
-    ignored: Vec<String>,
-    narrow_to: Option<Vec<String>>,
-}
-
-impl Untrusted {
-    fn warning(&self) -> String {
-        let why = match &self.status {
-            Ok(TrustStatus::Changed { trusted_at }) => {
-                format!("changed since it was trusted ({trusted_at})")
-            }
-            Ok(_) => "not trusted".to_owned(),
-            Err(e) => format!("not trusted ({e})"),
-        };
-        format!(
-            "{} is {why}, so it may tighten toolgate's configuration but not loosen it; \
-             ignored: {}. Its other settings apply. If you wrote it (or read it) and want it \
-             applied as written: toolgate trust {}",
-            self.path.display(),
-            self.ignored.join("; "),
-            self.path.display()
-        )
-    }
-}
-
-/// Whether the user trusted the project file `path` as read (`bytes`).
-fn project_trust(
-    env: &Environment,
-    path: &Path,
-    bytes: &[u8],
-    file: &ConfigFile,
-) -> Result<TrustStatus, String> {
-    let canonical = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
-    let digest = trust::digest(bytes, settings_file(file, path).as_deref());
-    TrustStore::new(&env.data_dir()).status(&canonical, &digest)
-}
-
-/// The sandbox-runtime settings file a config file names, as a path.
-fn settings_file(file: &ConfigFile, path: &Path) -> Option<PathBuf> {
-    let base = path.parent().unwrap_or(Path::new("."));
-    let named = file.network.as_ref()?.settings_file.as_ref()?;
-    Some(base.join(named))
-}
-
-/// Trusts the project file `path` as it is now: its canonical path and the
-/// digest of its content (and of the settings file it names). Also returns
-/// what of it the trust lets apply (what an untrusted file loses).
-pub fn trust_project_file(
-    env: &Environment,
-    path: &Path,
-) -> Result<(TrustRecord, Vec<String>), ConfigError> {
-    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    // A file that does not parse cannot be applied; say so now.
-    let file = parse(&String::from_utf8_lossy(&bytes), path)?;
-    let canonical = std::fs::canonicalize(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let digest = trust::digest(&bytes, settings_file(&file, path).as_deref());
-    let base = match env.user_config().filter(|p| p.is_file()) {
-        Some(user) => read_file(&user)?,
-        None => ConfigFile::default(),
-    };
-    let loosening = untrusted::restrict(file, &base).ignored;
-    let record = TrustStore::new(&env.data_dir())
-        .trust(&canonical, &digest)
-        .map_err(|message| ConfigError::Policy {
-            origin: canonical.clone(),
-            message,
-        })?;
-    Ok((record, loosening))
-}
-
-/// Each trusted file and whether it is still as trusted (`None`: the file
-/// is gone or unreadable).
-pub fn trusted_files(env: &Environment) -> Result<Vec<(TrustRecord, Option<bool>)>, String> {
-    let store = TrustStore::new(&env.data_dir());
-    let records = store.list()?;
-    Ok(records
-        .into_iter()
-        .map(|record| {
-            let current = std::fs::read(&record.path).ok().map(|bytes| {
-                let file = parse(&String::from_utf8_lossy(&bytes), &record.path).ok();
-                let settings = file.and_then(|f| settings_file(&f, &record.path));
-                trust::digest(&bytes, settings.as_deref()) == record.sha256
-            });
-            (record, current)
-        })
-        .collect())
-}
-
-/// Revokes the trust of `path`; whether it was trusted.
-pub fn revoke_trust(env: &Environment, path: &Path) -> Result<bool, String> {
-    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| env.cwd.join(path));
-    TrustStore::new(&env.data_dir()).revoke(&canonical)
-}
-
-/// The project file the discovery finds from the working directory.
-pub fn discovered_project_file(env: &Environment) -> Option<PathBuf> {
-    env.project_config()
-}
-
-/// toolgate's own files (see [`Settings::own_files`]).
-fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = env
-        .cwd
-        .ancestors()
-        .map(|dir| dir.join(PROJECT_FILE))
-        .collect();
-    files.extend(env.user_config());
-    files.extend(settings.sources.files.iter().cloned());
-    files.extend(settings.filesystem_source.iter().cloned());
-    files.push(env.data_dir());
-    // The roots are canonical, and so must be what is compared with them.
-    let mut files: Vec<PathBuf> = files.iter().map(|f| canonical_lenient(f)).collect();
-    files.sort();
-    files.dedup();
-    files
-}
-
-/// `path` with its longest existing ancestor canonicalized (symlinks
-/// resolved) and the rest, which does not exist yet, kept as it is.
-fn canonical_lenient(path: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    for ancestor in path.ancestors() {
-        if let Ok(canonical) = std::fs::canonicalize(ancestor) {
-            return missing.iter().rev().fold(canonical, |p, name| p.join(name));
-        }
-        if let Some(name) = ancestor.file_name() {
-            missing.push(name.to_owned());
-        }
-    }
-    path.to_owned()
 }
 
 /// A merged file and the directory relative paths are taken from.
