@@ -91,6 +91,8 @@ pub trait Workspace: Send + Sync {
     async fn mkdir(&self, path: &Path) -> Result<(), WorkspaceError>;
     /// Whether the roots and the sandbox are usable.
     async fn health(&self) -> Health;
+    /// The sandbox backend its commands run under.
+    fn backend(&self) -> Backend;
 }
 
 /// A workspace on this machine.
@@ -330,6 +332,10 @@ impl Workspace for LocalWorkspace {
 
     async fn mkdir(&self, path: &Path) -> Result<(), WorkspaceError> {
         self.blocking(path, |j, p| j.mkdir_all(p)).await
+    }
+
+    fn backend(&self) -> Backend {
+        self.sandbox.backend()
     }
 
     async fn health(&self) -> Health {

@@ -91,7 +91,7 @@ impl TypedTool for ProcessStartTool {
             entry.pid, entry.pid
         );
         // Like every command result: a sandbox weaker than bubblewrap is said.
-        let backend = self.0.fs.workspace().health().await.backend;
+        let backend = self.0.fs.workspace().backend();
         if let Some(note) = backend.weakened_note() {
             text.push_str(&format!("\n[{note}]"));
         }
