@@ -15,9 +15,11 @@
 //! it runs (bubblewrap and the stage-2 helper). A process that leaves the group (`setsid`)
 //! escapes the group kill here; the sandbox's PID namespace is what ends it.
 
+mod cgroup;
 mod group;
 mod limits;
 mod output;
+mod pidns;
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -33,8 +35,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::time::Instant;
 
+pub use cgroup::{CgroupHost, Controller, Slot as CgroupSlot, Version as CgroupVersion};
 use group::ProcessGroup;
-pub use limits::ResourceLimits;
+pub use limits::{LimitMechanism, ResourceLimits};
 use output::OutputStream;
 
 /// How long the pipes are still read after the command exited and its group was killed.
@@ -246,7 +249,20 @@ pub async fn run_attached(
     mut on_line: impl FnMut(Stream, &str) + Send,
 ) -> Result<ExecOutcome, RunnerError> {
     let stdin_data = request.stdin.take();
-    let mut child = spawn(&request, stdin_data.is_some() || attach.stdin.is_some())?;
+    // Before the spawn (the child joins the command's cgroup before exec); after the
+    // child in drop order, so a cancelled run still kills the cgroup's processes.
+    let limits = request
+        .limits
+        .enforce()
+        .map_err(|source| RunnerError::Spawn {
+            program: request.program.to_string_lossy().into_owned(),
+            source,
+        })?;
+    let mut child = spawn(
+        &request,
+        stdin_data.is_some() || attach.stdin.is_some(),
+        &limits,
+    )?;
     if let (Some(report), Some(pid)) = (attach.spawned, child.id()) {
         let _ = report.send(pid);
     }
@@ -267,6 +283,7 @@ pub async fn run_attached(
         .supervise(&mut child, feed, &mut outputs, &mut on_line)
         .await?;
     supervisor.group.release();
+    limits.finish().await;
 
     let (exit_code, signal) = exit_code_of(status);
     let (stdout, stdout_truncated) = outputs.stdout.into_text();
@@ -284,7 +301,11 @@ pub async fn run_attached(
     })
 }
 
-fn spawn(request: &ExecRequest, pipe_stdin: bool) -> Result<Child, RunnerError> {
+fn spawn(
+    request: &ExecRequest,
+    pipe_stdin: bool,
+    limits: &limits::Enforcement,
+) -> Result<Child, RunnerError> {
     let spawn_error = |source| RunnerError::Spawn {
         program: request.program.to_string_lossy().into_owned(),
         source,
@@ -317,7 +338,7 @@ fn spawn(request: &ExecRequest, pipe_stdin: bool) -> Result<Child, RunnerError> 
     // kill(-pgid) reaches every process the command starts, and no controlling terminal
     // is left for TIOCSTI or /dev/tty to inject input into the user's shell.
     group::lead_new_session(&mut command);
-    request.limits.apply_before_exec(&mut command);
+    limits.apply_before_exec(&mut command);
     if let Some((fd, target)) = &request.pass_fd {
         pass_descriptor(
             &mut command,
@@ -325,6 +346,9 @@ fn spawn(request: &ExecRequest, pipe_stdin: bool) -> Result<Child, RunnerError> 
             *target,
         );
     }
+    // Last: the pid-namespace cap forks, and only hooks before it run in the process
+    // that stays toolgate's child.
+    limits.enter_pid_namespace(&mut command);
     command.spawn().map_err(spawn_error)
 }
 

@@ -52,6 +52,8 @@ pub struct SandboxConfig {
     pub stage2_prefix: Vec<OsString>,
     /// What network mode `proxy` enforces; without it, `proxy` runs are refused.
     pub egress: Option<EgressSetup>,
+    /// The resource limits of every command (a command's own can only lower them).
+    pub limits: ResourceLimits,
 }
 
 impl SandboxConfig {
@@ -63,7 +65,15 @@ impl SandboxConfig {
             state_dir,
             stage2_prefix: Vec::new(),
             egress: None,
+            limits: ResourceLimits::recommended(),
         }
+    }
+
+    /// Sets the resource limits of every command run in this sandbox (by default
+    /// [`ResourceLimits::recommended`]; [`ResourceLimits::default`] sets none).
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Sets the arguments that select the stage-2 entry point of the binary.
@@ -111,7 +121,7 @@ pub struct SandboxCommand {
     pub stdin: Option<Vec<u8>>,
     /// Wall-clock limit.
     pub timeout: Duration,
-    /// rlimits.
+    /// Its own resource limits, on top of (never above) the sandbox's.
     pub limits: ResourceLimits,
     /// Cap per output stream.
     pub max_output_bytes: usize,
@@ -164,7 +174,7 @@ impl SandboxCommand {
         self
     }
 
-    /// Sets the rlimits.
+    /// Sets the command's own resource limits, which can only lower the sandbox's.
     pub fn limits(mut self, limits: ResourceLimits) -> Self {
         self.limits = limits;
         self
@@ -217,6 +227,7 @@ pub struct Sandbox {
     state_dir: PathBuf,
     host_env: BTreeMap<String, String>,
     egress: Option<EgressSetup>,
+    limits: ResourceLimits,
 }
 
 impl Sandbox {
@@ -249,6 +260,7 @@ impl Sandbox {
             state_dir: config.state_dir,
             host_env: std::env::vars().collect(),
             egress: config.egress,
+            limits: config.limits,
         })
     }
 
@@ -262,6 +274,11 @@ impl Sandbox {
     /// The backend in use.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The resource limits of every command.
+    pub fn limits(&self) -> &ResourceLimits {
+        &self.limits
     }
 
     /// Runs `command` confined by `spec`.
@@ -288,6 +305,9 @@ impl Sandbox {
             return Err(SandboxError::EmptyCommand);
         }
         Self::check_environment(&command)?;
+        // The sandbox's limits hold for every command: a caller can only lower them.
+        let mut command = command;
+        command.limits = command.limits.within(&self.limits);
         let spec = &self.protected_spec(spec)?;
         let egress = egress_for(spec, self.backend, self.egress.as_ref())?;
         let mut env = self.environment(spec, &command);
