@@ -544,7 +544,7 @@ impl Jail {
             .iter()
             .any(|p| rel.starts_with(p))
             .then_some(protect::TOOLGATE_OWN);
-        match extra.or_else(|| protect::protected_rule(rel)) {
+        match extra.or_else(|| protect::protected_rule(&self.dir, rel)) {
             Some(rule) => Err(JailError::Protected {
                 path: rel.to_owned(),
                 rule,

@@ -19,6 +19,7 @@ pub mod jail;
 pub mod plan;
 pub mod probe;
 pub mod proxy;
+pub mod repos;
 pub mod roots;
 pub mod runner;
 pub mod sandbox;

@@ -10,10 +10,13 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use toolgate_core::normalize_path;
-
-use crate::spec::{MANDATORY_WRITE_DENY, NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
+use crate::repos::{RealDirs, RootScan, ScanTooLarge, scan_root};
+use crate::spec::{NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
 use crate::stage2::Stage2Args;
+
+mod protect;
+
+use protect::{Mask, write_deny_protection};
 
 /// Where stage 2 appears inside the sandbox.
 pub const STAGE2_PATH: &str = "/.toolgate/stage2";
@@ -58,6 +61,12 @@ pub trait HostView {
     fn private_system_paths(&self) -> Vec<PathBuf> {
         Vec::new()
     }
+    /// Whether `path` is an empty directory or an empty regular file (not
+    /// following a final symlink).
+    fn is_empty(&self, path: &Path) -> bool;
+    /// The repositories inside `root` ([`crate::repos`]), reading at most
+    /// `budget` directory entries.
+    fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge>;
 }
 
 /// The real filesystem.
@@ -87,20 +96,31 @@ impl HostView for RealHost {
     }
 
     fn private_system_paths(&self) -> Vec<PathBuf> {
-        // Only uid 0 can read what others may not; scanned once per process.
-        static PRIVATE: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+        // Only uid 0 can read what others may not. Scanned for every plan:
+        // a private file created (or a file made private) after this
+        // process started must be masked as well, and a cache keyed on
+        // directory times would miss a chmod (which changes only the
+        // file's own ctime). The scan reads some 1,500 entries.
         if !rustix::process::geteuid().is_root() {
             return Vec::new();
         }
-        PRIVATE
-            .get_or_init(|| {
-                let mut found = Vec::new();
-                for dir in ["/etc", "/opt"] {
-                    scan_private(Path::new(dir), &mut found);
-                }
-                found
-            })
-            .clone()
+        let mut found = Vec::new();
+        for dir in ["/etc", "/opt"] {
+            scan_private(Path::new(dir), &mut found);
+        }
+        found
+    }
+
+    fn is_empty(&self, path: &Path) -> bool {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
+            Ok(m) => m.is_file() && m.len() == 0,
+            Err(_) => false,
+        }
+    }
+
+    fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
+        scan_root(root, budget, &RealDirs)
     }
 }
 
@@ -189,21 +209,49 @@ pub enum PlanError {
         /// The cwd.
         path: PathBuf,
     },
+    /// A root is too large to search for nested repositories; running
+    /// there would leave them unprotected, so the run is refused.
+    #[error("{0}")]
+    ScanTooLarge(String),
 }
 
-/// The argv and the host paths bwrap will create as mount points, which are
-/// removed again after the run (so no stray files are left on the host).
+/// The argv and what the run changes on the host: the placeholders created
+/// as mount points for absent protected names (removed again after the
+/// run), and the names checked after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BwrapPlan {
     /// `bwrap ... -- stage2 ... -- program args...`.
     pub argv: Vec<OsString>,
-    /// Absent host paths that become mount points, in creation order.
+    /// Absent host paths that become mount points, in creation order: an
+    /// empty directory each, an empty file for some names inside a git dir.
     pub created_mount_points: Vec<PathBuf>,
+    /// Those of them that are files.
+    pub placeholder_files: Vec<PathBuf>,
+    /// Existing empty entries masked read-only, which may be another run's
+    /// placeholders: they must stay while this run lives.
+    pub empty_masked: Vec<PathBuf>,
+    /// Absent names no mask can block (`commondir` in a git dir), checked
+    /// after the run.
+    pub audited: Vec<PathBuf>,
+}
+
+impl BwrapPlan {
+    /// A plan that masks nothing (the landlock and none backends).
+    pub fn unmasked(argv: Vec<OsString>) -> BwrapPlan {
+        BwrapPlan {
+            argv,
+            created_mount_points: Vec::new(),
+            placeholder_files: Vec::new(),
+            empty_masked: Vec::new(),
+            audited: Vec::new(),
+        }
+    }
 }
 
 struct Builder {
     argv: Vec<OsString>,
     created: Vec<PathBuf>,
+    files: Vec<PathBuf>,
 }
 
 impl Builder {
@@ -231,6 +279,7 @@ impl BwrapPlan {
         let mut b = Builder {
             argv: vec![files.bwrap.as_os_str().to_owned()],
             created: Vec::new(),
+            files: Vec::new(),
         };
         process_flags(&mut b, spec);
         system_mounts(&mut b, host);
@@ -240,7 +289,9 @@ impl BwrapPlan {
         for root in &spec.writable_roots {
             b.push_path("--bind", &[root, root]);
         }
-        let protection = write_deny_protection(spec, host)?;
+        let hidden = read_deny_paths(spec, host);
+        let hidden_paths: Vec<PathBuf> = hidden.iter().map(|(p, _)| p.clone()).collect();
+        let protection = write_deny_protection(spec, host, &hidden_paths)?;
         // Pins before any mask: binding a directory later would hide the
         // masks already mounted below it (and would make a read-only path
         // on the way writable again).
@@ -262,8 +313,20 @@ impl BwrapPlan {
                 .ok_or(PlanError::NoEgressSocket)?;
             b.push_path("--ro-bind", &[socket, Path::new(EGRESS_SOCKET_PATH)]);
         }
-        read_deny_masks(&mut b, spec, files, host);
+        read_deny_masks(&mut b, files, &hidden, &[]);
+        let read_only: Vec<PathBuf> = protection
+            .masks
+            .iter()
+            .filter_map(|m| match m {
+                Mask::ReadOnly(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect();
         write_deny_masks(&mut b, files, protection.masks);
+        // A read-only bind of a protected directory brings the host's
+        // content back, over a read-deny mask inside it (`.vscode/secret`
+        // hidden, `.vscode` then bound read-only): those masks again.
+        read_deny_masks(&mut b, files, &hidden, &read_only);
         b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
         b.push_path("--chdir", &[&spec.cwd]);
         b.push(&["--", STAGE2_PATH]);
@@ -274,6 +337,9 @@ impl BwrapPlan {
         Ok(BwrapPlan {
             argv: b.argv,
             created_mount_points: b.created,
+            placeholder_files: b.files,
+            empty_masked: protection.empty_masked,
+            audited: protection.audited,
         })
     }
 }
@@ -345,90 +411,48 @@ fn system_mounts(b: &mut Builder, host: &dyn HostView) {
     }
 }
 
-fn read_deny_masks(b: &mut Builder, spec: &SandboxSpec, files: &PlanFiles, host: &dyn HostView) {
+/// The existing paths read-deny masks hide (after following symlinks),
+/// each with whether it is a directory.
+fn read_deny_paths(spec: &SandboxSpec, host: &dyn HostView) -> Vec<(PathBuf, bool)> {
     let mut paths: Vec<PathBuf> = SYSTEM_READ_DENY.iter().map(PathBuf::from).collect();
     paths.extend(host.private_system_paths());
     paths.extend(spec.read_deny.iter().cloned());
     paths.sort();
     paths.dedup();
-    for path in &paths {
-        if !host.readable(path) {
+    let mut hidden: Vec<(PathBuf, bool)> = paths
+        .iter()
+        .filter(|path| host.readable(path))
+        .filter_map(|path| match resolve(host, path) {
+            Resolved::Existing { path, is_dir } => Some((path, is_dir)),
+            // Nothing there to read.
+            Resolved::Missing { .. } | Resolved::Unreachable => None,
+        })
+        .collect();
+    hidden.sort();
+    hidden.dedup();
+    hidden
+}
+
+/// Read-deny masks: an empty directory hides a directory, /dev/null a
+/// file. With `only_under` non-empty, just those strictly below one of its
+/// paths.
+fn read_deny_masks(
+    b: &mut Builder,
+    files: &PlanFiles,
+    hidden: &[(PathBuf, bool)],
+    only_under: &[PathBuf],
+) {
+    for (path, is_dir) in hidden {
+        if !only_under.is_empty() && !only_under.iter().any(|o| path.starts_with(o) && path != o) {
             continue;
         }
-        match resolve(host, path) {
-            // An empty directory hides a directory; /dev/null a file.
-            Resolved::Existing { path, is_dir: true } => {
-                b.push_path("--ro-bind", &[&files.empty_dir, &path]);
-            }
-            Resolved::Existing {
-                path,
-                is_dir: false,
-            } => {
-                b.push_path("--ro-bind", &[Path::new("/dev/null"), &path]);
-            }
-            // Nothing there to read.
-            Resolved::Missing { .. } | Resolved::Unreachable => {}
-        }
+        let source = if *is_dir {
+            files.empty_dir.as_path()
+        } else {
+            Path::new("/dev/null")
+        };
+        b.push_path("--ro-bind", &[source, path]);
     }
-}
-
-/// One write-deny mount.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Mask {
-    /// An existing file or directory made read-only where it is.
-    ReadOnly(PathBuf),
-    /// An absent name blocked with the empty read-only file.
-    EmptyFile(PathBuf),
-    /// An absent name blocked with the empty read-only directory.
-    EmptyDir(PathBuf),
-}
-
-impl Mask {
-    fn path(&self) -> &Path {
-        match self {
-            Mask::ReadOnly(p) | Mask::EmptyFile(p) | Mask::EmptyDir(p) => p,
-        }
-    }
-}
-
-/// Pins and masks, collected before any is emitted so they can be ordered.
-#[derive(Default)]
-struct Protection {
-    /// Directories on the way to a protected path, bound onto themselves so
-    /// that their names cannot be renamed or removed (a mount point is busy).
-    pins: Vec<PathBuf>,
-    masks: Vec<Mask>,
-}
-
-fn write_deny_protection(spec: &SandboxSpec, host: &dyn HostView) -> Result<Protection, PlanError> {
-    let mut targets: Vec<(PathBuf, bool)> = Vec::new();
-    for root in &spec.writable_roots {
-        for (rel, is_dir) in MANDATORY_WRITE_DENY {
-            targets.push((root.join(rel), *is_dir));
-        }
-        targets.extend(worktree_git_dirs(host, root));
-    }
-    let root = Path::new("/");
-    targets.extend(
-        spec.write_deny
-            .iter()
-            .map(|p| (normalize_path(p, root), false)),
-    );
-    let mut protection = Protection::default();
-    for (path, is_dir) in targets {
-        protect(&mut protection, spec, host, &path, is_dir)?;
-    }
-    let Protection {
-        mut pins,
-        mut masks,
-    } = protection;
-    masks.sort_by_key(|m| (m.path().components().count(), m.clone()));
-    masks.dedup_by(|a, b| a.path() == b.path());
-    pins.sort_by_key(|p| (p.components().count(), p.clone()));
-    pins.dedup();
-    // A masked path is pinned by its own mount already.
-    pins.retain(|p| !masks.iter().any(|m| m.path() == p));
-    Ok(Protection { pins, masks })
 }
 
 /// The write-deny masks, last of all mounts so nothing can undo them.
@@ -439,100 +463,13 @@ fn write_deny_masks(b: &mut Builder, files: &PlanFiles, masks: Vec<Mask>) {
             Mask::EmptyFile(p) => b.push_path("--ro-bind", &[&files.empty_file, p]),
             Mask::EmptyDir(p) => b.push_path("--ro-bind", &[&files.empty_dir, p]),
         }
+        if let Mask::EmptyFile(p) = &mask {
+            b.files.push(p.clone());
+        }
         if !matches!(mask, Mask::ReadOnly(_)) {
             b.created.push(mask.path().to_owned());
         }
     }
-}
-
-/// Walks from the writable root holding `path` down to it, pinning every
-/// directory on the way and masking the first thing that is not one.
-fn protect(
-    protection: &mut Protection,
-    spec: &SandboxSpec,
-    host: &dyn HostView,
-    path: &Path,
-    is_dir: bool,
-) -> Result<(), PlanError> {
-    // Outside every writable root nothing can write it anyway.
-    let Some(root) = spec
-        .writable_roots
-        .iter()
-        .filter(|r| path.starts_with(r))
-        .max_by_key(|r| r.components().count())
-    else {
-        return Ok(());
-    };
-    let Ok(relative) = path.strip_prefix(root) else {
-        return Ok(());
-    };
-    let names: Vec<Component> = relative.components().collect();
-    if names.is_empty() {
-        // The root itself is to be read-only.
-        protection.masks.push(Mask::ReadOnly(root.clone()));
-        return Ok(());
-    }
-    let mut current = root.clone();
-    for (index, name) in names.iter().enumerate() {
-        current.push(name);
-        let last = index + 1 == names.len();
-        match host.entry(&current) {
-            HostEntry::Dir if !last => protection.pins.push(current.clone()),
-            // A file in the middle (a worktree's `.git` file) is masked too:
-            // replaced by a directory, it would open the way below it.
-            HostEntry::Dir | HostEntry::File => {
-                protection.masks.push(Mask::ReadOnly(current));
-                return Ok(());
-            }
-            // A symlink's name can be removed and recreated by the command;
-            // no mount can pin a symlink, so the plan refuses.
-            HostEntry::Symlink(_) => {
-                return Err(PlanError::UnprotectableSymlink { path: current });
-            }
-            // Blocked where it would first be created: `mkdir -p .git/hooks`
-            // in a root without `.git` must not be able to make `.git`.
-            HostEntry::Missing => {
-                let mask = if last && is_dir {
-                    Mask::EmptyDir(current)
-                } else {
-                    Mask::EmptyFile(current)
-                };
-                protection.masks.push(mask);
-                return Ok(());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// For a root whose `.git` is a file (a worktree), the real git dir's hooks
-/// and config, which git on the host would run and read.
-fn worktree_git_dirs(host: &dyn HostView, root: &Path) -> Vec<(PathBuf, bool)> {
-    let dot_git = root.join(".git");
-    if host.entry(&dot_git) != HostEntry::File {
-        return Vec::new();
-    }
-    let Some(text) = host.read_small(&dot_git) else {
-        return Vec::new();
-    };
-    let Some(gitdir) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let gitdir = normalize_path(Path::new(gitdir.trim()), root);
-    let common = host
-        .read_small(&gitdir.join("commondir"))
-        .map(|c| normalize_path(Path::new(c.trim()), &gitdir))
-        .unwrap_or_else(|| gitdir.clone());
-    vec![
-        // The pointer itself: rewritten, it sends git anywhere.
-        (dot_git, false),
-        (gitdir.join("config"), false),
-        (gitdir.join("config.worktree"), false),
-        (gitdir.join("commondir"), false),
-        (gitdir.join("hooks"), true),
-        (common.join("config"), false),
-        (common.join("hooks"), true),
-    ]
 }
 
 /// Where a host path leads once symlinks in it are followed.

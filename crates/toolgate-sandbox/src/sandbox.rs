@@ -11,9 +11,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 mod cleanup;
+mod journal;
 mod network;
 
-use cleanup::{Audit, Placeholders};
+use cleanup::Audit;
+use journal::Journal;
 pub use network::EgressSetup;
 use network::{RunningProxy, egress_for, is_proxy_variable, proxy_environment};
 
@@ -246,6 +248,8 @@ impl Sandbox {
         write_empty_readonly(&empty_file)?;
         let empty_dir = config.state_dir.join("empty-dir");
         empty_readonly_dir(&empty_dir)?;
+        // Placeholders a killed toolgate left on the host.
+        journal::sweep(&config.state_dir);
         Ok(Sandbox {
             backend,
             bwrap: findings.bwrap.path.clone(),
@@ -322,8 +326,8 @@ impl Sandbox {
             env.push(("HOME".into(), tmp.path().into()));
         }
         let tmp_path = tmp.as_ref().map_or(Path::new("/tmp"), TempDir::path);
-        let mut placeholders = Placeholders::lock(&self.state_dir, &spec.writable_roots)?;
-        let audit = Audit::before(spec)?;
+        let mut journal = Journal::begin(&self.state_dir)?;
+        let mut audit = Audit::before(spec)?;
         let proxy = match egress {
             Some(setup) => Some(RunningProxy::start(
                 &self.state_dir,
@@ -334,7 +338,8 @@ impl Sandbox {
         };
         let egress_socket = proxy.as_ref().and_then(RunningProxy::socket);
         let plan = self.launch(spec, &command.argv, tmp_path, egress_socket)?;
-        placeholders.record(&plan.created_mount_points)?;
+        journal.create(&plan, &spec.writable_roots)?;
+        audit.watch(&plan.audited, &spec.writable_roots);
         let request = match self.backend {
             // The environment reaches stage 2 through a pipe, never an argv.
             Backend::Bwrap | Backend::Landlock => {
@@ -566,15 +571,9 @@ impl Sandbox {
                 full.extend(stage2.to_argv());
                 full.push("--".into());
                 full.extend(argv.iter().cloned());
-                Ok(BwrapPlan {
-                    argv: full,
-                    created_mount_points: Vec::new(),
-                })
+                Ok(BwrapPlan::unmasked(full))
             }
-            Backend::None => Ok(BwrapPlan {
-                argv: argv.to_vec(),
-                created_mount_points: Vec::new(),
-            }),
+            Backend::None => Ok(BwrapPlan::unmasked(argv.to_vec())),
         }
     }
 

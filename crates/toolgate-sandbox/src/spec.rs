@@ -32,55 +32,179 @@ toolgate_core::wire_enum!(NetworkMode, "network mode", {
 /// The name of toolgate's project configuration file.
 pub const CONFIG_FILE_NAME: &str = "toolgate.toml";
 
-/// Paths inside every writable root that a sandboxed command may never
-/// write or create: each one is a way to run code on the host later.
+/// What the sandbox does about a protected name that does not exist when a
+/// command starts.
 ///
-/// `true` marks directories (masked with an empty read-only directory when
-/// absent), `false` files.
-pub const MANDATORY_WRITE_DENY: &[(&str, bool)] = &[
-    // git runs hooks and honours config (core.fsmonitor, core.hooksPath,
-    // aliases) the next time anyone uses the repository on the host.
-    (".git/hooks", true),
-    (".git/config", false),
-    (".git/config.worktree", false),
-    // Linked worktrees' git dirs: their commondir and config steer git there.
-    (".git/worktrees", true),
+/// A mask needs a mount point, and a mount point is a real entry on the
+/// host: blocking an absent name means toolgate creates a placeholder there
+/// for the length of the run (see [`ProtectedName`]). Names whose creation
+/// cannot make anything run are left creatable instead, so the host sees
+/// nothing of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WhenAbsent {
+    /// Blocked with a placeholder.
+    Blocked,
+    /// Blocked only in a root without a `.git` of its own (an empty `.git`
+    /// directory counts as none): git looks for a bare repository in a
+    /// directory only after finding no `.git` there.
+    BlockedWithoutGit,
+    /// Left creatable: creating it cannot make a program run anything (the
+    /// reason is written next to each such name).
+    Creatable,
+}
+
+/// A name at the top of every writable root that a sandboxed command may
+/// not change: each one is a way to run code on the host later.
+///
+/// Where it exists it is bound read-only onto itself. Where it is absent
+/// and [`WhenAbsent::Blocked`], an empty read-only directory is bound there
+/// (the placeholder), whatever the name's usual kind: git ignores an empty
+/// directory (it never shows in `git status`, `git add -A` adds nothing,
+/// an empty `.git` directory is no repository and discovery goes on
+/// upwards), where an empty file would be an untracked file, an empty
+/// `.git` file would make host git fail ("invalid gitfile format") and an
+/// empty `.mcp.json` would be invalid JSON to the client reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProtectedName {
+    /// The name, relative to the root.
+    pub name: &'static str,
+    /// What happens while it is absent.
+    pub when_absent: WhenAbsent,
+}
+
+const fn blocked(name: &'static str) -> ProtectedName {
+    ProtectedName {
+        name,
+        when_absent: WhenAbsent::Blocked,
+    }
+}
+
+const fn creatable(name: &'static str) -> ProtectedName {
+    ProtectedName {
+        name,
+        when_absent: WhenAbsent::Creatable,
+    }
+}
+
+/// The protected names at the top of every writable root, besides the
+/// repository protections ([`GIT_DIR_PROTECTED`], applied to the root's own
+/// `.git` and to every repository found inside a root). The file tools
+/// refuse the same names ([`crate::jail`]).
+pub const ROOT_PROTECTED: &[ProtectedName] = &[
     // With a valid HEAD next to `objects/` and `refs/`, git on the host
-    // would take the root itself for a bare repository and obey a `config`
-    // the command wrote there.
-    ("HEAD", false),
-    // Submodules' git dirs, each with its own config and hooks.
-    (".git/modules", true),
-    (".gitmodules", false),
-    // Shell start-up files run in the user's next shell should this root
-    // ever be a HOME (roots that contain the current HOME are refused; the
-    // full set of HOME dotfiles is not listed here).
-    (".bashrc", false),
-    (".bash_profile", false),
-    (".zshrc", false),
-    (".zprofile", false),
-    (".profile", false),
-    // direnv runs it on `cd`.
-    (".envrc", false),
-    // toolgate's own project configuration: a command that wrote
-    // `backend = "none"` there would run unsandboxed next time. (Deeper
-    // copies on the way to the working directory are masked per run.)
-    (CONFIG_FILE_NAME, false),
-    // Editor and agent configuration can start programs (tasks, MCP servers, hooks).
-    (".mcp.json", false),
-    (".vscode", true),
-    (".idea", true),
-    (".claude", true),
-    (".cursor", true),
+    // takes the directory itself for a bare repository and obeys a `config`
+    // the command wrote there (core.fsmonitor, core.pager, aliases). Only
+    // where no `.git` is found first.
+    ProtectedName {
+        name: "HEAD",
+        when_absent: WhenAbsent::BlockedWithoutGit,
+    },
+    // Creatable: git never runs a command named in `.gitmodules`
+    // (`update = !cmd` is refused from there since git 2.24.1,
+    // CVE-2019-19604); a new one only lists URLs, which the user sees when
+    // running `git submodule update`. An existing one stays read-only.
+    creatable(".gitmodules"),
+    // Shell start-up files run in the user's next shell should this root be
+    // a HOME. Creatable: a root that is or contains the current HOME is
+    // refused, so an absent one here is never read by a login shell of this
+    // user. Existing ones stay read-only.
+    creatable(".bashrc"),
+    creatable(".bash_profile"),
+    creatable(".zshrc"),
+    creatable(".zprofile"),
+    creatable(".profile"),
+    // Creatable: direnv runs an `.envrc` only after `direnv allow` for that
+    // exact content, so a new (or changed) one is blocked until the user
+    // reads it. An existing one stays read-only.
+    creatable(".envrc"),
+    // toolgate's own project configuration. Creatable: an untrusted project
+    // file may only tighten the settings (`toolgate trust` records the
+    // digest of one the user read), so a new one cannot loosen the next
+    // run. An existing one stays read-only (a trusted one changed would
+    // merely fall back to untrusted, but the user's file is theirs).
+    creatable(CONFIG_FILE_NAME),
+    // Editor and agent configuration: each starts programs named in it the
+    // next time the user opens the project with that tool.
+    // Claude Code: project MCP servers it starts.
+    blocked(".mcp.json"),
+    // Claude Code: hooks, MCP servers and commands in settings.json.
+    blocked(".claude"),
+    // Cursor: mcp.json and hooks.json.
+    blocked(".cursor"),
+    // VS Code: tasks.json (`runOn: folderOpen`), mcp.json, launch configs.
+    blocked(".vscode"),
+    // JetBrains IDEs: run configurations and startup tasks.
+    blocked(".idea"),
+    // Dev containers: `initializeCommand` runs on the host when the folder
+    // is (re)opened in a container.
+    blocked(".devcontainer"),
+    blocked(".devcontainer.json"),
+    // Gemini CLI: MCP servers, hooks, tool discovery commands in settings.json.
+    blocked(".gemini"),
+    // Codex CLI: MCP servers in the project's config.toml.
+    blocked(".codex"),
+    // OpenCode: local MCP servers in opencode.json(c); plugins under
+    // .opencode/ run inside it.
+    blocked("opencode.json"),
+    blocked("opencode.jsonc"),
+    blocked(".opencode"),
+    // Amazon Q Developer: mcp.json, agent hooks.
+    blocked(".amazonq"),
+    // Kiro: MCP servers (settings/mcp.json) and agent hooks that run
+    // commands on file events.
+    blocked(".kiro"),
+    // Roo Code: mcp.json.
+    blocked(".roo"),
+    // Zed: context servers (MCP) and language server binaries in
+    // settings.json, tasks.json.
+    blocked(".zed"),
+    // Continue: MCP servers (mcpServers/*.yaml) and config.
+    blocked(".continue"),
+    // Windsurf: workspace hooks (shell commands around Cascade's actions).
+    blocked(".windsurf"),
+    // Cline: hooks are executable scripts under .clinerules/hooks/.
+    blocked(".clinerules"),
+    // aider: `lint-cmd` / `test-cmd`, run after every edit by default.
+    blocked(".aider.conf.yml"),
+    // Not listed: AGENTS.md, CLAUDE.md, .cursorrules and other instruction
+    // files. They are text an agent reads, not programs anything runs, and
+    // agents are asked to edit them; a prompt injection can sit in any file.
 ];
 
-/// Protected names that cannot be masked while absent, because git treats
-/// any file there (even an empty one) as meaningful: they are checked after
-/// every run instead, and one the command created is removed.
-pub const AUDITED_AFTER_RUN: &[&str] = &[
-    // Points git at another directory's config and hooks.
-    ".git/commondir",
+/// Entries of every git directory inside a root (the root's own `.git`, a
+/// nested repository's, a bare repository's, the git dir a `.git` file
+/// points to) that a command may not change, with whether each is a
+/// directory. Absent ones are blocked with a placeholder of their own kind:
+/// inside a git dir nothing shows in the work tree, and git takes an empty
+/// `config` or `config.worktree` and an empty `hooks` as absent.
+pub const GIT_DIR_PROTECTED: &[(&str, bool)] = &[
+    // git runs hooks and honours config (core.fsmonitor, core.hooksPath,
+    // aliases, filters) the next time anyone uses the repository on the host.
+    ("hooks", true),
+    ("config", false),
+    ("config.worktree", false),
+    // Linked worktrees' git dirs: their commondir and config steer git there.
+    ("worktrees", true),
+    // Submodules' git dirs, each with its own config and hooks.
+    ("modules", true),
 ];
+
+/// Entries of a git directory that cannot be masked while absent, because
+/// git treats any file there (even an empty one, or a directory) as
+/// meaningful: they are checked after every run instead, and one the
+/// command created is removed. Where one exists it is read-only.
+pub const GIT_DIR_AUDITED: &[&str] = &[
+    // Points git at another directory's config and hooks.
+    "commondir",
+];
+
+/// How many directory entries the search for nested repositories reads in
+/// one root before it gives up. Past it the run is refused (never run with
+/// a repository left unprotected): a tree that large is better split into
+/// narrower roots.
+pub const NESTED_SCAN_BUDGET: usize = 2_000_000;
 
 /// Files on the host a sandboxed command must not read even though the
 /// directory holding them is visible: as uid 0 (CI, containers) the owner

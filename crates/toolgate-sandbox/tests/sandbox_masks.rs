@@ -142,7 +142,7 @@ async fn concurrent_runs_keep_their_masks_and_the_last_one_cleans_up() {
     let attack = sh(
         &sb,
         &root,
-        "for i in $(seq 30); do echo evil > .bashrc 2>/dev/null && echo wrote; mkdir -p .git/hooks 2>/dev/null && echo made; sleep 0.1; done",
+        "for i in $(seq 30); do echo evil > .mcp.json 2>/dev/null && echo wrote; mkdir -p .git/hooks 2>/dev/null && echo made; sleep 0.1; done",
     );
     let short_runs = async {
         for _ in 0..3 {
@@ -228,19 +228,33 @@ async fn files_only_root_may_read_stay_unreadable() {
 
 #[tokio::test]
 async fn the_root_cannot_be_turned_into_a_bare_repository() {
-    let (dir, root) = repo();
+    const BARE: &str = "mkdir -p objects refs && printf '[core]\\n\\tfsmonitor = evil\\n' > config && echo 'ref: refs/heads/master' > HEAD";
+    // Without a repository of its own, HEAD is blocked.
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = std::fs::canonicalize(dir.path()).unwrap().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
     let sb = sandbox(&dir.path().join("state"));
-    let o = sh(
-        &sb,
-        &root,
-        "mkdir -p objects refs && printf '[core]\\n\\tfsmonitor = evil\\n' > config && echo 'ref: refs/heads/master' > HEAD",
-    )
-    .await;
+    let o = sh(&sb, &fresh, BARE).await;
     assert_ne!(o.outcome.exit_code, 0, "{o:?}");
     assert!(
-        !root.join("HEAD").exists(),
+        !fresh.join("HEAD").exists(),
         "HEAD placeholder or file left behind"
     );
+    // With one, git finds `.git` before it ever looks for a bare
+    // repository in the root: HEAD is an ordinary name there.
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let o = sh(&sb, &root, BARE).await;
+    assert_eq!(o.outcome.exit_code, 0, "{o:?}");
+    let out = git(&root, &["rev-parse", "--git-dir"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), ".git");
+    let fsmonitor = Command::new("git")
+        .args(["config", "core.fsmonitor"])
+        .current_dir(&root)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert_eq!(fsmonitor.status.code(), Some(1), "{fsmonitor:?}");
 }
 
 #[tokio::test]
@@ -291,14 +305,14 @@ async fn nested_roots_share_placeholders_safely() {
         sh(
             &sb,
             &inner,
-            "for i in $(seq 25); do echo evil > .bashrc 2>/dev/null && echo wrote; sleep 0.1; done",
+            "for i in $(seq 25); do echo evil > .mcp.json 2>/dev/null && echo wrote; sleep 0.1; done",
         )
         .await
     };
     let (attack, both) = tokio::join!(attack, both);
     assert_eq!(both.outcome.exit_code, 0, "{both:?}");
     assert_eq!(attack.outcome.stdout, "", "{attack:?}");
-    assert!(!inner.join(".bashrc").exists());
+    assert!(!inner.join(".mcp.json").exists());
 }
 
 #[tokio::test]
@@ -336,5 +350,48 @@ async fn roots_holding_home_or_inside_the_state_dir_are_refused() {
         err.to_string()
             .contains("inside toolgate's state directory"),
         "{err}"
+    );
+}
+
+/// A file in /etc removed when dropped, also when the test fails.
+struct EtcFile(PathBuf);
+
+impl Drop for EtcFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn a_private_file_created_in_etc_after_the_first_command_is_masked() {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&root).unwrap();
+    // One long-lived sandbox, as in the MCP server.
+    let sb = sandbox(&dir.path().join("state"));
+    let first = sh(&sb, &root, "true").await;
+    assert_eq!(first.outcome.exit_code, 0, "{first:?}");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let secret = EtcFile(PathBuf::from(format!(
+        "/etc/toolgate-test-{}-{nanos}.key",
+        std::process::id()
+    )));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&secret.0)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"private key material\n").unwrap();
+    drop(file);
+    std::fs::set_permissions(&secret.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = sh(&sb, &root, &format!("cat '{}'", secret.0.display())).await;
+    assert!(
+        !o.outcome.stdout.contains("private key material"),
+        "a private /etc file made after the first command was readable: {o:?}"
     );
 }

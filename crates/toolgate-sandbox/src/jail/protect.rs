@@ -1,6 +1,7 @@
 //! Entries no in-process write may create, replace, move or remove: the same
-//! names the sandbox keeps read-only for commands ([`MANDATORY_WRITE_DENY`]),
-//! so what a command cannot change, a file tool cannot change either.
+//! names the sandbox keeps read-only for commands ([`ROOT_PROTECTED`] at the
+//! top of the root, [`GIT_DIR_PROTECTED`] in every git dir), so what a
+//! command cannot change, a file tool cannot change either.
 //!
 //! The check runs on the directory handle the write is about to use, not on
 //! the path text: the handle's real location comes from the kernel
@@ -13,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::Dir;
 
-use crate::spec::{AUDITED_AFTER_RUN, CONFIG_FILE_NAME, MANDATORY_WRITE_DENY};
+use crate::spec::{CONFIG_FILE_NAME, GIT_DIR_AUDITED, GIT_DIR_PROTECTED, ROOT_PROTECTED};
 
 /// The rule named for toolgate's own files (its configuration wherever the
 /// discovery would read it, its data directory).
@@ -27,14 +28,18 @@ pub(crate) fn location(root: &Path, dir: &Dir, name: &OsStr) -> Option<PathBuf> 
     Some(parent.join(name))
 }
 
-/// The protected entry `rel` falls under, if any.
+/// The protected entry `rel` (relative to the root `root`) falls under, if
+/// any.
 ///
-/// Entries are matched at the top of the root, like the sandbox's masks;
-/// git's own files (`.git/...`) also at any depth, because a nested
-/// repository's hooks and config run just the same when someone works in it.
-/// A file named `.git` is refused anywhere: it would point git at a
-/// directory of the writer's choosing (`gitdir: evil/`) with its own config.
-pub(crate) fn protected_rule(rel: &Path) -> Option<&'static str> {
+/// [`ROOT_PROTECTED`] names are matched at the top of the root, like the
+/// sandbox's masks; git's own files (`.git/config`, `.git/hooks/...`) at any
+/// depth, and so are those of a directory git would take for a repository
+/// itself (`HEAD`, `objects/` and `refs/` side by side: a bare repository,
+/// or the git dir a `.git` file points to), because a nested repository's
+/// hooks and config run just the same when someone works in it. A file
+/// named `.git` is refused anywhere: it would point git at a directory of
+/// the writer's choosing (`gitdir: evil/`) with its own config.
+pub(crate) fn protected_rule(root: &Dir, rel: &Path) -> Option<&'static str> {
     let parts: Vec<&OsStr> = rel
         .components()
         .filter_map(|c| match c {
@@ -51,27 +56,58 @@ pub(crate) fn protected_rule(rel: &Path) -> Option<&'static str> {
     if parts.last() == Some(&OsStr::new(CONFIG_FILE_NAME)) {
         return Some(CONFIG_FILE_NAME);
     }
-    let rules = MANDATORY_WRITE_DENY
+    if let Some(first) = parts.first()
+        && let Some(name) = ROOT_PROTECTED.iter().find(|n| OsStr::new(n.name) == *first)
+    {
+        return Some(name.name);
+    }
+    let git_names: Vec<&str> = GIT_DIR_PROTECTED
         .iter()
-        .map(|(entry, _)| *entry)
-        .chain(AUDITED_AFTER_RUN.iter().copied());
-    for rule in rules {
-        let rule_parts: Vec<&OsStr> = Path::new(rule).iter().collect();
-        let matches_at = |i: usize| {
-            parts
-                .get(i..)
-                .is_some_and(|rest| rest.starts_with(&rule_parts))
+        .map(|(name, _)| *name)
+        .chain(GIT_DIR_AUDITED.iter().copied())
+        .collect();
+    // The outermost match names the rule (`.git/modules`, not the hooks of
+    // a submodule below it).
+    for (i, part) in parts.iter().enumerate() {
+        let Some(name) = git_names.iter().find(|n| OsStr::new(n) == *part) else {
+            continue;
         };
-        let hit = if rule.starts_with(".git/") {
-            (0..parts.len()).any(matches_at)
-        } else {
-            matches_at(0)
-        };
-        if hit {
-            return Some(rule);
+        let in_dot_git = i > 0 && parts[i - 1] == OsStr::new(".git");
+        let git_dir: PathBuf = parts[..i].iter().collect();
+        if in_dot_git || looks_like_git_dir(root, &git_dir) {
+            return Some(git_rule(name));
         }
     }
     None
+}
+
+/// The rule's name as messages show it.
+fn git_rule(name: &str) -> &'static str {
+    match name {
+        "hooks" => ".git/hooks",
+        "config" => ".git/config",
+        "config.worktree" => ".git/config.worktree",
+        "worktrees" => ".git/worktrees",
+        "modules" => ".git/modules",
+        _ => ".git/commondir",
+    }
+}
+
+/// Whether git would take `dir` (relative to the root) for a git dir:
+/// `HEAD` beside `objects/` and `refs/`, looked at without following
+/// symlinks out of the root.
+fn looks_like_git_dir(root: &Dir, dir: &Path) -> bool {
+    let at = |name: &str| {
+        let path = if dir.as_os_str().is_empty() {
+            PathBuf::from(name)
+        } else {
+            dir.join(name)
+        };
+        root.symlink_metadata(path).ok()
+    };
+    at("HEAD").is_some_and(|m| m.is_file())
+        && at("objects").is_some_and(|m| m.is_dir())
+        && at("refs").is_some_and(|m| m.is_dir())
 }
 
 #[cfg(test)]
@@ -88,8 +124,14 @@ mod tests {
             (".git/commondir", Some(".git/commondir")),
             ("sub/.git", Some(".git")),
             (".git", Some(".git")),
+            (".git/modules/sub/hooks/post-checkout", Some(".git/modules")),
+            (".git/worktrees/wt/commondir", Some(".git/worktrees")),
             (".bashrc", Some(".bashrc")),
             (".vscode/tasks.json", Some(".vscode")),
+            (".gemini/settings.json", Some(".gemini")),
+            ("opencode.json", Some("opencode.json")),
+            (".kiro/hooks/run.kiro.hook", Some(".kiro")),
+            (".aider.conf.yml", Some(".aider.conf.yml")),
             ("HEAD", Some("HEAD")),
             ("toolgate.toml", Some("toolgate.toml")),
             ("sub/dir/toolgate.toml", Some("toolgate.toml")),
@@ -101,9 +143,33 @@ mod tests {
             (".github/workflows/ci.yml", None),
             ("src/main.rs", None),
             (".gitignore", None),
+            ("AGENTS.md", None),
+            ("src/config", None),
+            ("docs/hooks/intro.md", None),
+            // A bare repository at any depth, and the root itself as one.
+            ("mirror.git/config", Some(".git/config")),
+            ("mirror.git/hooks/pre-receive", Some(".git/hooks")),
+            ("mirror.git/description", None),
+            ("half/config", None),
         ];
-        for (path, expected) in cases {
-            assert_eq!(protected_rule(Path::new(path)), expected, "{path}");
+        let dir = tempfile::tempdir().unwrap();
+        for made in ["mirror.git/objects", "mirror.git/refs", "half/refs"] {
+            std::fs::create_dir_all(dir.path().join(made)).unwrap();
         }
+        std::fs::write(dir.path().join("mirror.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(dir.path().join("half/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let root = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).unwrap();
+        for (path, expected) in cases {
+            assert_eq!(protected_rule(&root, Path::new(path)), expected, "{path}");
+        }
+        assert_eq!(protected_rule(&root, Path::new("config")), None);
+        for made in ["objects", "refs"] {
+            std::fs::create_dir(dir.path().join(made)).unwrap();
+        }
+        std::fs::write(dir.path().join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(
+            protected_rule(&root, Path::new("config")),
+            Some(".git/config")
+        );
     }
 }

@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::repos::{DirSource, Listed, ListedKind};
 
 /// A host described in a table; everything not listed is missing.
 #[derive(Default)]
@@ -72,6 +73,51 @@ impl HostView for Fixture {
 
     fn private_system_paths(&self) -> Vec<PathBuf> {
         self.private.clone()
+    }
+
+    fn is_empty(&self, path: &Path) -> bool {
+        match self.entry(path) {
+            HostEntry::Dir => !self.entries.keys().any(|p| p.parent() == Some(path)),
+            HostEntry::File => self.texts.get(path).is_none_or(String::is_empty),
+            _ => false,
+        }
+    }
+
+    fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
+        scan_root(root, budget, self)
+    }
+}
+
+impl DirSource for Fixture {
+    type Dir = PathBuf;
+
+    fn open_root(&self, path: &Path) -> Option<PathBuf> {
+        Some(path.to_owned())
+    }
+
+    fn open_child(&self, _: &PathBuf, parent: &Path, name: &std::ffi::OsStr) -> Option<PathBuf> {
+        Some(parent.join(name))
+    }
+
+    fn list(&self, dir: &PathBuf) -> Option<Vec<Listed>> {
+        if self.unreadable.contains(dir) {
+            return None;
+        }
+        let listed = self
+            .entries
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir.as_path()))
+            .map(|(p, e)| {
+                let kind = match e {
+                    HostEntry::Dir => ListedKind::Dir,
+                    HostEntry::File => ListedKind::File,
+                    HostEntry::Symlink(_) => ListedKind::Symlink,
+                    HostEntry::Missing => ListedKind::Other,
+                };
+                (p.file_name().unwrap_or_default().to_owned(), kind)
+            })
+            .collect();
+        Some(listed)
     }
 }
 
@@ -200,12 +246,15 @@ fn plan_for_a_git_worktree_protects_the_real_git_dir() {
     ] {
         assert!(text.contains(&format!("--ro-bind {protected}")), "{text}");
     }
-    // The worktree's own git dir has no hooks directory: it is masked empty.
+    // The worktree's own git dir lies under the read-only `.git/worktrees`:
+    // nothing below it is masked again (bwrap could not make a mount point
+    // inside a read-only mount).
     assert!(
-        text.contains("--ro-bind /run/toolgate/empty-dir /src/main/.git/worktrees/feature/hooks"),
+        text.contains("--ro-bind /src/main/.git/worktrees /src/main/.git/worktrees\n"),
         "{text}"
     );
     insta::assert_snapshot!(text);
+    assert!(!text.contains(" /src/main/.git/worktrees/"), "{text}");
 }
 
 #[test]

@@ -1,0 +1,183 @@
+//! What the host sees of the masks while a command runs and after: the
+//! placeholders for absent protected names must not break host git, names
+//! whose creation is harmless get none, and none survive their run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxSpec};
+
+fn sandbox(state: &Path) -> Sandbox {
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits (bounded) until `path` exists: the command is running then.
+async fn until_exists(path: &Path) {
+    for _ in 0..200 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} never appeared", path.display());
+}
+
+#[tokio::test]
+async fn host_git_works_in_a_subdirectory_root_while_a_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let repo = base.join("repo");
+    let root = repo.join("sub");
+    std::fs::create_dir_all(&root).unwrap();
+    assert!(git(&repo, &["init", "-q"]).status.success());
+    std::fs::write(root.join("tracked.txt"), "x\n").unwrap();
+    assert!(git(&repo, &["add", "."]).status.success());
+    let status_before = git(&repo, &["status", "--porcelain"]);
+    let sb = sandbox(&base.join("state"));
+    let spec = SandboxSpec::for_root(&root);
+    let running = sb.run(
+        &spec,
+        SandboxCommand::shell("touch started; sleep 2; rm started"),
+    );
+    let host = async {
+        until_exists(&root.join("started")).await;
+        let in_sub = git(&root, &["rev-parse", "--show-toplevel"]);
+        assert!(in_sub.status.success(), "{in_sub:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&in_sub.stdout).trim(),
+            repo.to_str().unwrap()
+        );
+        let status = git(&root, &["status", "--porcelain"]);
+        assert!(status.status.success(), "{status:?}");
+        // Placeholders are empty directories: git shows none of them
+        // (only the command's own `started`).
+        let shown = String::from_utf8_lossy(&status.stdout).into_owned();
+        let expected = format!(
+            "{}?? sub/started\n",
+            String::from_utf8_lossy(&status_before.stdout)
+        );
+        assert_eq!(shown, expected);
+        // The root's `.git` is blocked while the command runs: an empty
+        // directory, which host git passes over to find the repository
+        // above (an empty file there stops it: "invalid gitfile format").
+        let dot_git = std::fs::symlink_metadata(root.join(".git")).unwrap();
+        assert!(dot_git.is_dir(), "{dot_git:?}");
+    };
+    let (outcome, ()) = tokio::join!(running, host);
+    assert_eq!(outcome.unwrap().outcome.exit_code, 0);
+    assert_eq!(
+        names(&root),
+        vec!["tracked.txt".to_owned()],
+        "left on the host"
+    );
+    assert_eq!(
+        git(&repo, &["status", "--porcelain"]).stdout,
+        status_before.stdout
+    );
+}
+
+#[tokio::test]
+async fn names_whose_creation_runs_nothing_get_no_placeholder() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    assert!(git(&root, &["init", "-q"]).status.success());
+    let sb = sandbox(&base.join("state"));
+    let spec = SandboxSpec::for_root(&root);
+    let running = sb.run(&spec, SandboxCommand::shell("touch started; sleep 1.5"));
+    let host = async {
+        until_exists(&root.join("started")).await;
+        let seen = names(&root);
+        for creatable in [
+            ".bashrc",
+            ".profile",
+            ".zshrc",
+            ".envrc",
+            ".gitmodules",
+            "toolgate.toml",
+            // A root with a repository of its own: git never looks for a
+            // bare one in it.
+            "HEAD",
+        ] {
+            assert!(
+                !seen.iter().any(|n| n == creatable),
+                "{creatable} in {seen:?}"
+            );
+        }
+        // Blocked agent configuration shows as empty read-only directories.
+        let claude = std::fs::symlink_metadata(root.join(".claude")).unwrap();
+        assert!(claude.is_dir());
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&claude.permissions()) & 0o777,
+            0o555
+        );
+        seen
+    };
+    let (outcome, seen) = tokio::join!(running, host);
+    assert_eq!(outcome.unwrap().outcome.exit_code, 0);
+    assert!(seen.len() > 2, "{seen:?}");
+    assert_eq!(names(&root), vec![".git".to_owned(), "started".to_owned()]);
+    // And they are creatable: a command writes them where it can write.
+    let o = sb
+        .run(
+            &SandboxSpec::for_root(&root),
+            SandboxCommand::shell(
+                "echo 'alias ll=ls' > .bashrc && echo '[sandbox]' > toolgate.toml",
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.outcome.exit_code, 0, "{o:?}");
+}
+
+#[tokio::test]
+async fn a_placeholder_a_host_program_filled_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let sb = sandbox(&base.join("state"));
+    let spec = SandboxSpec::for_root(&root);
+    let running = sb.run(&spec, SandboxCommand::shell("touch started; sleep 1.5"));
+    let host = async {
+        until_exists(&root.join("started")).await;
+        // The user's editor writes its settings into the empty `.vscode`
+        // it finds meanwhile (as root, the placeholder's mode is no bar).
+        std::fs::write(root.join(".vscode/settings.json"), "{}").unwrap();
+    };
+    let (outcome, ()) = tokio::join!(running, host);
+    assert_eq!(outcome.unwrap().outcome.exit_code, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join(".vscode/settings.json")).unwrap(),
+        "{}"
+    );
+    assert_eq!(
+        names(&root),
+        vec![".vscode".to_owned(), "started".to_owned()]
+    );
+}
