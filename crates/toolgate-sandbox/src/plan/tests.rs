@@ -12,6 +12,8 @@ struct Fixture {
     texts: BTreeMap<PathBuf, String>,
     unreadable: Vec<PathBuf>,
     private: Vec<PathBuf>,
+    /// Replaces the plan's budget for the nested-repository walk.
+    scan_budget: Option<usize>,
 }
 
 impl Fixture {
@@ -84,7 +86,7 @@ impl HostView for Fixture {
     }
 
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
-        scan_root(root, budget, self)
+        scan_root(root, self.scan_budget.unwrap_or(budget), self)
     }
 }
 
@@ -253,8 +255,8 @@ fn plan_for_a_git_worktree_protects_the_real_git_dir() {
         text.contains("--ro-bind /src/main/.git/worktrees /src/main/.git/worktrees\n"),
         "{text}"
     );
-    insta::assert_snapshot!(text);
     assert!(!text.contains(" /src/main/.git/worktrees/"), "{text}");
+    insta::assert_snapshot!(text);
 }
 
 #[test]
@@ -461,4 +463,101 @@ fn this_host_lists_its_private_system_files_when_root() {
     } else {
         assert_eq!(private, Vec::<PathBuf>::new());
     }
+}
+
+#[test]
+fn nested_repositories_are_protected_like_the_root() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w")
+        .dir("/w/vendor")
+        .dir("/w/vendor/lib")
+        .dir("/w/vendor/lib/.git")
+        .dir("/w/vendor/lib/.git/hooks")
+        .file("/w/vendor/lib/.git/config")
+        .dir("/w/store")
+        .dir("/w/store/mirror.git")
+        .file("/w/store/mirror.git/HEAD")
+        .dir("/w/store/mirror.git/objects")
+        .dir("/w/store/mirror.git/refs")
+        .file("/w/store/mirror.git/config")
+        .dir("/w/checkout")
+        .text("/w/checkout/.git", "gitdir: ../store/checkout.git\n");
+    let plan = plan(&SandboxSpec::for_root("/w"), &host);
+    let text = render(&plan);
+    for line in [
+        "--bind /w/vendor/lib/.git /w/vendor/lib/.git\n",
+        "--ro-bind /w/vendor/lib/.git/config /w/vendor/lib/.git/config\n",
+        "--ro-bind /w/vendor/lib/.git/hooks /w/vendor/lib/.git/hooks\n",
+        "--ro-bind /run/toolgate/empty /w/vendor/lib/.git/config.worktree\n",
+        "--ro-bind /w/store/mirror.git/config /w/store/mirror.git/config\n",
+        "--ro-bind /run/toolgate/empty-dir /w/store/mirror.git/hooks\n",
+        "--ro-bind /w/checkout/.git /w/checkout/.git\n",
+        // The git dir the `.git` file names does not exist: blocked where
+        // it would be created.
+        "--ro-bind /run/toolgate/empty-dir /w/store/checkout.git\n",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    // A commondir cannot be masked while absent: checked after the run.
+    assert_eq!(
+        plan.audited,
+        vec![
+            PathBuf::from("/w/store/mirror.git/commondir"),
+            PathBuf::from("/w/vendor/lib/.git/commondir"),
+        ]
+    );
+    assert!(plan.created_mount_points.contains(&"/w/.git".into()));
+    assert_eq!(
+        plan.placeholder_files,
+        vec![
+            PathBuf::from("/w/store/mirror.git/config.worktree"),
+            PathBuf::from("/w/vendor/lib/.git/config.worktree"),
+        ]
+    );
+}
+
+#[test]
+fn a_root_too_large_to_search_refuses_the_plan() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w").dir("/w/a").file("/w/a/1").file("/w/a/2");
+    host.scan_budget = Some(2);
+    let spec = SandboxSpec::for_root("/w");
+    let err =
+        BwrapPlan::build(&spec, &files(), &stage2_for(&spec), &["true".into()], &host).unwrap_err();
+    assert!(
+        matches!(&err, PlanError::ScanTooLarge(m) if m.contains("more than 2 directory entries")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_read_deny_mask_inside_a_protected_directory_is_mounted_again_after_it() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w")
+        .dir("/w/.git")
+        .dir("/w/.vscode")
+        .file("/w/.vscode/secret.json");
+    let spec = SandboxSpec::for_root("/w").read_deny("/w/.vscode/secret.json");
+    let argv: Vec<String> = plan(&spec, &host)
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let at = |needle: [&str; 3]| -> Vec<usize> {
+        argv.windows(3)
+            .enumerate()
+            .filter(|(_, w)| *w == needle)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let masked = at(["--ro-bind", "/dev/null", "/w/.vscode/secret.json"]);
+    let protected = at(["--ro-bind", "/w/.vscode", "/w/.vscode"]);
+    // The read-only bind of `.vscode` brings the host's file back; the
+    // read-deny mask follows it again.
+    assert_eq!(protected.len(), 1, "{argv:?}");
+    assert_eq!(masked.len(), 2, "{argv:?}");
+    assert!(
+        masked[0] < protected[0] && protected[0] < masked[1],
+        "{argv:?}"
+    );
 }
