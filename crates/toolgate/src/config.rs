@@ -23,10 +23,12 @@ use toolgate_sandbox::{BackendChoice, FilesystemRules, RootError, RootMap};
 /// The project file's name.
 pub const PROJECT_FILE: &str = toolgate_sandbox::CONFIG_FILE_NAME;
 
+pub mod limits;
 mod project;
 pub mod trust;
 mod untrusted;
 
+use limits::LimitsSection;
 use project::{Untrusted, own_files, project_trust};
 pub use project::{discovered_project_file, revoke_trust, trust_project_file, trusted_files};
 use trust::TrustStatus;
@@ -61,6 +63,8 @@ pub struct ConfigFile {
     pub rules: Vec<PermissionRule>,
     /// The sandbox.
     pub sandbox: Option<SandboxSection>,
+    /// Resource limits of every sandboxed command.
+    pub limits: Option<LimitsSection>,
     /// Optional tools.
     pub tools: Option<ToolsSection>,
     /// Network of sandboxed commands: none, proxy (an allowlist) or host.
@@ -224,6 +228,8 @@ pub struct Settings {
     pub backend: BackendChoice,
     /// `[sandbox] require_bwrap`: refuse any backend weaker than bubblewrap.
     pub require_bwrap: bool,
+    /// `[limits]` over the defaults: what every sandboxed command may take.
+    pub limits: toolgate_sandbox::runner::ResourceLimits,
     /// Whether `elevated` is registered (`[tools] elevated`, TOOLGATE_ELEVATED).
     pub elevated: bool,
     /// The rest of `[tools]`.
@@ -499,6 +505,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         resources: file.resources.or(low.resources),
                         rules,
                         sandbox: file.sandbox.or(low.sandbox),
+                        limits: file.limits.or(low.limits),
                         tools: file.tools.or(low.tools),
                         network: file.network.or(low.network),
                         serve: file.serve.or(low.serve),
@@ -643,6 +650,10 @@ fn resolve(
             .or(file.sandbox.as_ref().map(|s| s.backend))
             .unwrap_or_default(),
         require_bwrap: file.sandbox.as_ref().is_some_and(|s| s.require_bwrap),
+        limits: file.limits.as_ref().map_or_else(
+            toolgate_sandbox::runner::ResourceLimits::recommended,
+            LimitsSection::resolve,
+        ),
         elevated,
         tools: file.tools.clone().unwrap_or_default(),
         network,

@@ -10,6 +10,7 @@ use toolgate_policy::{Access, CallError, CallResult, Executor, Explanation};
 
 use crate::config::Settings;
 
+mod limits;
 mod tool;
 pub use tool::tool;
 
@@ -139,6 +140,7 @@ pub fn doctor(
             "backend": backend.as_ref().ok(),
             "error": backend.as_ref().err().map(|e| e.to_string()),
             "weakening": backend.as_ref().ok().and_then(|b| probe.weakening(*b)),
+            "limits": settings.limits.mechanisms(),
             "smoke_test": match &smoke {
                 Ok(report) => json!({"ok": true, "report": report}),
                 Err(error) => json!({"ok": false, "error": error}),
@@ -190,6 +192,7 @@ pub fn doctor(
             probe,
             backend.clone().ok(),
         ));
+        rows.extend(limits::rows(&settings.limits));
         let smoke_line = match &smoke {
             Ok(report) => report.clone(),
             Err(error) => format!("FAILED: {error}"),

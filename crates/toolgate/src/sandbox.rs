@@ -33,7 +33,8 @@ fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
     let mut config = SandboxConfig::new(exe, env.state_dir())
         .backend(settings.backend)
-        .stage2_prefix([STAGE2_COMMAND]);
+        .stage2_prefix([STAGE2_COMMAND])
+        .limits(settings.limits.clone());
     if let EgressMode::Proxy(rules) = &settings.network {
         // Every connection a command makes through the proxy, allowed or
         // refused, is reported on stderr (stdout stays the result's).

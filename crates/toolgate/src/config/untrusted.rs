@@ -12,7 +12,8 @@
 //! - lists that deny (`[access] deny`, path and command denies, rules that
 //!   deny or ask) are added to the user's; lists that allow (`[access]
 //!   allow`) only narrow: they cannot lift the effect-class cap;
-//! - limits (caps, timeouts, process counts) are the lower of the two;
+//! - limits (caps, timeouts, process counts, `[limits]` of commands) are the lower of
+//!   the two, and `[limits] cgroups = false` is never taken;
 //! - the sandbox backend at least as strong (none < landlock < auto <
 //!   bwrap), `require_bwrap` added, the network no wider (host only where
 //!   the user has host, a proxy allowlist within the user's);
@@ -117,6 +118,13 @@ pub fn restrict(project: ConfigFile, base: &ConfigFile) -> Restricted {
         file.sandbox = Some(sandbox_section(
             sandbox,
             base.sandbox.as_ref(),
+            &mut ignored,
+        ));
+    }
+    if let Some(limits) = project.limits {
+        file.limits = Some(super::limits::restrict(
+            limits,
+            base.limits.as_ref(),
             &mut ignored,
         ));
     }

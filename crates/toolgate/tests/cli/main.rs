@@ -20,6 +20,7 @@ mod explain_paths;
 mod files;
 mod home_root;
 mod leftovers;
+mod limits;
 mod resolve;
 mod sandbox;
 mod symlinks;

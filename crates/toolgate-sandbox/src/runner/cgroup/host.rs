@@ -273,6 +273,9 @@ fn locate(mountinfo: &str, self_cgroup: &str) -> Located {
 /// `own` (a cgroup path) as a directory of the mount of hierarchy path `root` at `mount`.
 fn under_mount(mount: &Path, root: &Path, own: &str) -> Option<PathBuf> {
     let relative = Path::new(own).strip_prefix(root).ok()?;
+    if relative.as_os_str().is_empty() {
+        return Some(mount.to_owned());
+    }
     Some(mount.join(relative))
 }
 
@@ -387,14 +390,14 @@ mod tests {
         assert_eq!(
             located.v1,
             BTreeMap::from([
-                (Controller::Pids, Ok(PathBuf::from("/sys/fs/cgroup/pids/"))),
+                (Controller::Pids, Ok(PathBuf::from("/sys/fs/cgroup/pids"))),
                 (
                     Controller::Memory,
                     Ok(PathBuf::from("/sys/fs/cgroup/memory/jobs/a b"))
                 ),
                 (
                     Controller::Cpu,
-                    Ok(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/"))
+                    Ok(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"))
                 ),
             ])
         );
@@ -402,7 +405,7 @@ mod tests {
             located.v2,
             Some(OwnCgroup {
                 mount: "/sys/fs/cgroup/unified".into(),
-                dir: "/sys/fs/cgroup/unified/".into()
+                dir: "/sys/fs/cgroup/unified".into()
             })
         );
     }
