@@ -20,6 +20,7 @@ mod http;
 mod own_config;
 mod path_shadow;
 mod progress;
+mod placeholders;
 mod raw;
 mod roots;
 mod shutdown;
