@@ -8,8 +8,14 @@
 //! Checkpoints are JSON files in toolgate's state directory, outside the
 //! workspace. It records file state; it does not keep contents, so it tells
 //! what changed, not how to undo it.
+//!
+//! A checkpoint belongs to the workspace it was taken in: its agent and its
+//! canonical roots ([`Scope`]). Taking one, comparing with one and reusing
+//! the previous one's hashes all see only the checkpoints of the calling
+//! workspace; another workspace's id is an unknown id.
 
 mod manifest;
+mod scope;
 mod store;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +33,7 @@ use crate::neuron::GROUP;
 
 pub use manifest::Diff;
 use manifest::{Manifest, ScanRoot};
+use scope::Scope;
 use store::Store;
 
 /// Arguments of `snapshot`.
@@ -46,7 +53,8 @@ pub struct SnapshotTool {
 
 impl SnapshotTool {
     /// `snapshot` over `fs`'s workspace, keeping checkpoints under
-    /// `<state_dir>/snapshots/<agent>/` (a directory outside the workspace).
+    /// `<state_dir>/snapshots/<agent>/<scope>/` (a directory outside the
+    /// workspace, one per agent and set of roots).
     pub fn new(fs: Arc<Fs>, state_dir: PathBuf) -> SnapshotTool {
         SnapshotTool { fs, state_dir }
     }
@@ -73,8 +81,9 @@ impl TypedTool for SnapshotTool {
 
     async fn run(&self, args: SnapshotArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let workspace = self.fs.workspace();
-        let store = Store::new(&self.state_dir, workspace.agent_id());
-        let agent = workspace.agent_id().to_owned();
+        // The workspace's roots are canonical (its jails opened them).
+        let scope = Scope::new(workspace.agent_id(), workspace.roots());
+        let store = Store::new(&self.state_dir, scope);
         let mut roots = Vec::new();
         for (i, root) in workspace.roots().iter().enumerate() {
             let (jail, _) = workspace
@@ -86,25 +95,27 @@ impl TypedTool for SnapshotTool {
             });
         }
         let limit = self.fs.limits().results;
-        blocking(move || checkpoint(&store, &agent, &roots, args.checkpoint.as_deref(), limit))
-            .await
+        blocking(move || checkpoint(&store, &roots, args.checkpoint.as_deref(), limit)).await
     }
 }
 
 fn checkpoint(
     store: &Store,
-    agent: &str,
     roots: &[ScanRoot],
     against: Option<&str>,
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
     let failed = |e: store::StoreError| ToolError::Failed(e.to_string());
+    let mut warnings = Vec::new();
+    // Before any lookup, and whatever id is asked for: see store::legacy.
+    if let Err(e) = store.adopt_legacy() {
+        warnings.push(format!("checkpoints from before they were scoped: {e}"));
+    }
     // The named checkpoint is loaded first: an unknown id fails before any work.
     let base = match against {
         Some(id) => Some(store.load(id).map_err(failed)?),
         None => store.latest().map_err(failed)?,
     };
-    let mut warnings = Vec::new();
     for root in roots {
         if let Err(e) = sync_filesystem(root.jail.root()) {
             warnings.push(format!("cannot flush {}: {e}", root.jail.root().display()));
@@ -113,9 +124,10 @@ fn checkpoint(
     let scan = manifest::scan(roots, base.as_ref());
     let mut manifest = Manifest {
         id: String::new(),
-        agent: agent.to_owned(),
+        // Both stamped by the store with its scope.
+        agent: String::new(),
         taken_ns: scan.taken_ns,
-        roots: roots.iter().map(|r| r.jail.root().to_owned()).collect(),
+        roots: Vec::new(),
         files: scan.files,
     };
     let id = store.save(&mut manifest).map_err(failed)?;

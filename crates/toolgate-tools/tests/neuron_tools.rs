@@ -296,15 +296,16 @@ async fn snapshot_diff_names_exactly_what_a_sandboxed_command_changed() {
     let id = first["id"].as_str().unwrap().to_owned();
     assert_eq!(first["files"], 7, "{first:#}");
 
-    // The manifest on disk, outside the workspace: ignored files and .git absent.
-    let stored: Value = serde_json::from_slice(
-        &std::fs::read(
-            fx.state
-                .join(format!("toolgate/snapshots/agent-7/{id}.json")),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    // The manifest on disk, outside the workspace, in the directory of this
+    // workspace's scope (its only one): ignored files and .git absent.
+    let scopes: Vec<_> = std::fs::read_dir(fx.state.join("toolgate/snapshots/agent-7"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(scopes.len(), 1, "{scopes:?}");
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(scopes[0].join(format!("{id}.json"))).unwrap())
+            .unwrap();
     let paths: Vec<&str> = stored["files"]
         .as_object()
         .unwrap()

@@ -1,12 +1,16 @@
-//! Where checkpoints live: `<state_dir>/snapshots/<agent>/<id>.json`,
+//! Where checkpoints live: `<state_dir>/snapshots/<agent>/<scope>/<id>.json`,
 //! outside the workspace, so a sandboxed command cannot rewrite the
-//! baseline it is compared against.
+//! baseline it is compared against, and one directory per [`Scope`]
+//! (agent and canonical roots), so a workspace never reads another's.
+
+mod legacy;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::manifest::Manifest;
+use super::scope::Scope;
 
 /// Characters of an id: base36 of the Unix time in milliseconds, fixed
 /// width, so name order is time order (until the year 5188).
@@ -32,16 +36,27 @@ pub enum StoreError {
     },
 }
 
-/// The checkpoints of one agent.
+/// The checkpoints of one scope.
 pub struct Store {
+    /// `<state_dir>/snapshots/<agent>`: the scopes of the agent, and the
+    /// checkpoints it took before they were scoped ([`legacy`]).
+    agent_dir: PathBuf,
+    /// `<agent_dir>/<scope digest>`: this scope's checkpoints.
     dir: PathBuf,
+    scope: Scope,
 }
 
 impl Store {
-    /// The store of `agent` under `state_dir`.
-    pub fn new(state_dir: &Path, agent: &str) -> Store {
+    /// The store of `scope` under `state_dir`. The scope comes from the
+    /// workspace the tool was built over, never from a call's arguments.
+    pub fn new(state_dir: &Path, scope: Scope) -> Store {
+        let agent_dir = state_dir
+            .join("snapshots")
+            .join(agent_dir_name(scope.agent()));
         Store {
-            dir: state_dir.join("snapshots").join(agent_dir_name(agent)),
+            dir: agent_dir.join(scope.dir_name()),
+            agent_dir,
+            scope,
         }
     }
 
@@ -72,27 +87,30 @@ impl Store {
         }
     }
 
-    /// The checkpoint `id`; an unknown (or malformed) id names the known ones.
+    /// The checkpoint `id`; an unknown (or malformed) id names the known
+    /// ones. Another scope's id is unknown here, with the same message as
+    /// an id nobody took: the answer must not tell B that A has it.
     pub fn load(&self, id: &str) -> Result<Manifest, StoreError> {
-        // Attack: `../other-agent/x` or an absolute path as the id would
-        // read another agent's checkpoint or any JSON file: only the id
-        // alphabet is accepted, so the name stays inside this agent's dir.
+        // Attack: `../other-scope/x` or an absolute path as the id would
+        // read another workspace's checkpoint or any JSON file: only the id
+        // alphabet is accepted, so the name stays inside this scope's dir.
         let path = self.dir.join(format!("{id}.json"));
         if !is_id(id) || !path.is_file() {
             return Err(self.unknown(id));
         }
-        let file = std::fs::File::open(&path).map_err(|e| self.io(&path, e))?;
-        let mut data = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(file, MAX_MANIFEST_BYTES),
-            &mut data,
-        )
-        .map_err(|e| self.io(&path, e))?;
-        serde_json::from_slice(&data).map_err(|source| StoreError::Damaged { path, source })
+        let manifest = read_manifest(&path)?;
+        if !self.scope.owns(&manifest) {
+            return Err(self.unknown(id));
+        }
+        Ok(manifest)
     }
 
     /// Stores `manifest` under a fresh id (set in it) and returns the id.
+    /// The manifest is stamped with this store's scope, which is what
+    /// [`Store::load`] checks.
     pub fn save(&self, manifest: &mut Manifest) -> Result<String, StoreError> {
+        manifest.agent = self.scope.agent().to_owned();
+        manifest.roots = self.scope.roots().to_vec();
         create_private_dir(&self.dir).map_err(|e| self.io(&self.dir, e))?;
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -156,11 +174,30 @@ impl Store {
     }
 
     fn io(&self, path: &Path, source: std::io::Error) -> StoreError {
-        StoreError::Io {
-            path: path.to_owned(),
-            source,
-        }
+        io_error(path, source)
     }
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The manifest at `path`, at most [`MAX_MANIFEST_BYTES`] of it.
+fn read_manifest(path: &Path) -> Result<Manifest, StoreError> {
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, MAX_MANIFEST_BYTES),
+        &mut data,
+    )
+    .map_err(|e| io_error(path, e))?;
+    serde_json::from_slice(&data).map_err(|source| StoreError::Damaged {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Whether `id` is in the id alphabet (lower-case base36, at most 16).
@@ -243,33 +280,91 @@ mod tests {
         }
     }
 
-    #[test]
-    fn saved_checkpoints_load_and_unknown_ids_list_the_known() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path(), "agent");
-        let err = store.load("abc").unwrap_err().to_string();
-        assert!(err.contains("no checkpoints yet"), "{err}");
-        let mut manifest = Manifest {
+    pub(super) fn scope(root: &str) -> Scope {
+        Scope::new("agent", &[PathBuf::from(root)])
+    }
+
+    pub(super) fn manifest() -> Manifest {
+        Manifest {
             id: String::new(),
-            agent: "agent".into(),
+            agent: String::new(),
             taken_ns: 1,
             roots: vec![],
             files: BTreeMap::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn saved_checkpoints_load_and_unknown_ids_list_the_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path(), scope("/w/a"));
+        let err = store.load("abc").unwrap_err().to_string();
+        assert!(err.contains("no checkpoints yet"), "{err}");
+        let mut manifest = manifest();
         let first = store.save(&mut manifest).unwrap();
         let second = store.save(&mut manifest).unwrap();
         assert_ne!(first, second);
         assert_eq!(store.ids().unwrap(), vec![first.clone(), second.clone()]);
-        assert_eq!(store.load(&first).unwrap().id, first);
+        let loaded = store.load(&first).unwrap();
+        assert_eq!(loaded.id, first);
+        // Stamped with the store's scope, whatever the caller put there.
+        assert_eq!(
+            (loaded.agent.as_str(), loaded.roots),
+            ("agent", vec![PathBuf::from("/w/a")])
+        );
         assert_eq!(store.latest().unwrap().unwrap().id, second);
         for bad in ["zzz", "../agent/x"] {
             let err = store.load(bad).unwrap_err().to_string();
             assert!(err.contains(&first) && err.contains(&second), "{err}");
         }
         // No temp files left behind.
-        let names = std::fs::read_dir(dir.path().join("snapshots/agent"))
-            .unwrap()
-            .count();
+        let names = std::fs::read_dir(&store.dir).unwrap().count();
         assert_eq!(names, 2);
+    }
+
+    /// The error B gets for `id`, with the id itself blanked out.
+    fn refusal(store: &Store, id: &str) -> String {
+        store.load(id).unwrap_err().to_string().replace(id, "ID")
+    }
+
+    #[test]
+    fn another_scopes_checkpoints_are_unknown_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Store::new(dir.path(), scope("/w/a"));
+        let b = Store::new(dir.path(), scope("/w/b"));
+        let a_id = a.save(&mut manifest()).unwrap();
+        // Not even the newest checkpoint is shared (its hashes would be reused).
+        assert!(b.ids().unwrap().is_empty());
+        assert!(b.latest().unwrap().is_none());
+        let never = "zzzzzzzzz";
+        assert_eq!(refusal(&b, &a_id), refusal(&b, never));
+        let b_id = b.save(&mut manifest()).unwrap();
+        assert_ne!(a.dir, b.dir);
+        assert_eq!(refusal(&b, &a_id), refusal(&b, never));
+        let listed = b.load(&a_id).unwrap_err().to_string();
+        assert!(
+            listed.contains(&b_id) && !listed.replace(&format!("`{a_id}`"), "").contains(&a_id),
+            "{listed}"
+        );
+        assert_eq!(b.ids().unwrap(), vec![b_id]);
+        assert_eq!(a.ids().unwrap(), vec![a_id.clone()]);
+        assert_eq!(a.load(&a_id).unwrap().id, a_id);
+    }
+
+    #[test]
+    fn a_manifest_of_another_scope_in_this_directory_is_still_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Store::new(dir.path(), scope("/w/a"));
+        let b = Store::new(dir.path(), scope("/w/b"));
+        let a_id = a.save(&mut manifest()).unwrap();
+        // As if a digest collided, or someone copied the file by hand.
+        std::fs::create_dir_all(&b.dir).unwrap();
+        std::fs::copy(
+            a.dir.join(format!("{a_id}.json")),
+            b.dir.join(format!("{a_id}.json")),
+        )
+        .unwrap();
+        let err = b.load(&a_id).unwrap_err();
+        assert!(matches!(err, StoreError::Unknown { .. }), "{err}");
     }
 }
