@@ -23,6 +23,7 @@ mod leftovers;
 mod limits;
 mod resolve;
 mod sandbox;
+mod snapshot_scope;
 mod symlinks;
 mod tool_detail;
 mod trust;

@@ -24,6 +24,7 @@ mod placeholders;
 mod raw;
 mod roots;
 mod shutdown;
+mod snapshot_scope;
 mod weakened;
 
 use std::io::{BufRead, Write};
