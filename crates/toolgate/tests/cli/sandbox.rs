@@ -163,7 +163,7 @@ fn sandbox_plan_shows_the_ordered_argv_without_running() {
         "--unshare-net".to_owned(),
         format!("--bind {} {}", root.display(), root.display()),
         format!(
-            "mount point created for the run and removed after: {}/.bashrc",
+            "mount point created for the run and removed after: {}/.claude",
             root.display()
         ),
     ] {
@@ -175,7 +175,7 @@ fn sandbox_plan_shows_the_ordered_argv_without_running() {
     assert!(text.contains("-- sh -c touch ran"), "{text}");
     assert!(!s.project().join("ran").exists(), "--plan ran the command");
     assert!(
-        !s.project().join(".bashrc").exists(),
+        !s.project().join(".claude").exists(),
         "--plan created a mount point"
     );
 }

@@ -61,18 +61,22 @@ fn the_file_tools_cannot_write_toolgates_configuration() {
 #[test]
 fn a_sandboxed_command_cannot_write_toolgates_configuration() {
     let s = Sandbox::new();
+    // A new one is no mask's business (none is put in the host's project
+    // for it): an untrusted project file only tightens, so the next
+    // command still runs sandboxed.
     let o = bash(
         &s,
         "printf '[sandbox]\\nbackend = \"none\"\\n' > toolgate.toml",
     );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let outside = s.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let marker = outside.join("marker");
+    let o = bash(&s, &format!("touch {}", marker.display()));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("Read-only file system"),
-        "{}",
-        stdout(&o)
-    );
-    // The mask left nothing behind in the host's project.
-    assert!(!s.project().join("toolgate.toml").exists());
+    assert!(!marker.exists(), "the command ran outside the sandbox");
+    assert!(stderr(&o).contains("is not trusted"), "{}", stderr(&o));
+    std::fs::remove_file(s.project().join("toolgate.toml")).unwrap();
     // An existing file is read-only inside, unchanged outside.
     s.write("project/toolgate.toml", "policy = \"standard\"\n");
     let o = bash(
