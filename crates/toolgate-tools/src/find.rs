@@ -18,6 +18,7 @@ pub struct FindArgs {
     /// A glob: "*.rs" (a name at any depth), "src/**/*.ts" (a path), "Cargo.toml".
     /// `*` stays within one directory, `**` crosses them. Empty: every entry.
     #[serde(default)]
+    #[schemars(length(max = crate::search::limits::MAX_GLOB_CHARS))]
     pub pattern: String,
     /// Directory to search (default: the workspace's working directory).
     #[serde(default)]

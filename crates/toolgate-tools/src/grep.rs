@@ -9,14 +9,19 @@ use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, T
 
 use crate::fs::{Fs, blocking};
 use crate::search::grep::{CaseMode, GrepMode, GrepOptions, GrepReport, grep_with_progress};
+use crate::search::limits;
 use crate::search::walk::SearchError;
+
+/// Longest file type name the schema accepts (the real ones are short).
+const MAX_TYPE_NAME_CHARS: usize = 64;
 
 /// Arguments of `grep`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepArgs {
     /// A regular expression (Rust regex syntax, like ripgrep), or a literal
-    /// with fixed_strings=true.
+    /// with fixed_strings=true. At most 4096 characters.
+    #[schemars(length(max = limits::MAX_PATTERN_CHARS))]
     pub pattern: String,
     /// File or directory to search (default: the workspace's working directory).
     #[serde(default)]
@@ -37,12 +42,15 @@ pub struct GrepArgs {
     /// Only files matching one of these globs: "*.rs", "src/**/*.ts". A
     /// glob without `/` matches the file name at any depth.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_GLOBS), inner(length(max = limits::MAX_GLOB_CHARS)))]
     pub include: Vec<String>,
     /// Skip files and directories matching one of these globs.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_GLOBS), inner(length(max = limits::MAX_GLOB_CHARS)))]
     pub exclude: Vec<String>,
     /// Only files of these types: "rust", "py", "js", "ts", "go", "md", ...
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_TYPES), inner(length(max = MAX_TYPE_NAME_CHARS)))]
     pub types: Vec<String>,
     /// Also search hidden files and directories (`.git` never).
     #[serde(default)]

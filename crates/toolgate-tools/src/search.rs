@@ -5,4 +5,5 @@
 
 pub mod find;
 pub mod grep;
+pub mod limits;
 pub mod walk;

@@ -100,7 +100,7 @@ pub struct FindReport {
 
 /// Lists the entries under `start` (relative to the jail root) that match.
 pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport, SearchError> {
-    let pattern = PathGlobs::new(std::slice::from_ref(&opts.pattern))?;
+    let pattern = PathGlobs::new("the pattern", std::slice::from_ref(&opts.pattern))?;
     let walk_opts = WalkOptions {
         hidden: opts.hidden,
         no_ignore: opts.no_ignore,

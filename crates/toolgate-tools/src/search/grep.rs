@@ -21,6 +21,7 @@ use toolgate_sandbox::Jail;
 
 use self::collect::{Collector, FileHits, Rec};
 use crate::facts_schema;
+use crate::search::limits;
 use crate::search::walk::{self, SearchError, Target, WalkOptions};
 
 /// Largest heap buffer one search may use (a very long line, or a whole file
@@ -352,8 +353,19 @@ pub fn grep_with_progress(
 }
 
 fn build_matcher(opts: &GrepOptions) -> Result<RegexMatcher, SearchError> {
+    limits::check_length(
+        "pattern",
+        &opts.pattern,
+        limits::MAX_PATTERN_CHARS,
+        "search for a shorter, distinctive part of it (with fixed_strings: true for literal \
+         text), or run several searches",
+    )?;
     let mut builder = RegexMatcherBuilder::new();
     builder
+        // Ripgrep's own defaults (100 MiB, 1000 MiB per thread) let one
+        // pattern take gigabytes; see `limits`.
+        .size_limit(limits::REGEX_SIZE_LIMIT)
+        .dfa_size_limit(limits::REGEX_DFA_CACHE_LIMIT)
         .fixed_strings(opts.fixed_strings)
         .word(opts.word)
         .multi_line(true)
@@ -366,6 +378,13 @@ fn build_matcher(opts: &GrepOptions) -> Result<RegexMatcher, SearchError> {
     }
     builder.build(&opts.pattern).map_err(|e| {
         let message = e.to_string();
+        // grep-regex says so only in its text ("compiled regex exceeds size
+        // limit of N"); a test pins it.
+        if message.contains("exceeds size limit") {
+            return SearchError::RegexTooBig {
+                pattern: limits::shown(&opts.pattern),
+            };
+        }
         let special = opts.pattern.chars().any(|c| "()[]{}*+?|\\^$.".contains(c));
         let hint = if message.contains("\\n") || message.contains("line terminator") {
             "; to match across lines set multiline: true".to_owned()
@@ -375,7 +394,7 @@ fn build_matcher(opts: &GrepOptions) -> Result<RegexMatcher, SearchError> {
             String::new()
         };
         SearchError::InvalidRegex {
-            pattern: opts.pattern.clone(),
+            pattern: limits::shown(&opts.pattern),
             message,
             hint,
         }

@@ -17,6 +17,8 @@ use ignore::types::TypesBuilder;
 use ignore::{DirEntry, Match, WalkBuilder};
 use toolgate_sandbox::{EntryKind, Jail, JailError};
 
+use super::limits;
+
 /// Largest ignore file read from the directories above the start.
 const IGNORE_FILE_LIMIT: u64 = 1 << 20;
 
@@ -24,18 +26,48 @@ const IGNORE_FILE_LIMIT: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     /// The regular expression does not compile.
-    #[error("invalid regex {pattern:?}: {message}{hint}")]
+    #[error("invalid regex {pattern}: {message}{hint}")]
     InvalidRegex {
+        /// Quoted, and cut for showing.
         pattern: String,
         message: String,
         /// Empty, or a sentence (with a leading separator) saying what to try.
         hint: String,
     },
-    /// A glob (find pattern, include or exclude) does not parse.
-    #[error("invalid glob {glob:?}: {message}")]
+    /// The regular expression parses but compiles to more than
+    /// [`limits::REGEX_SIZE_LIMIT`] (`pattern` is already cut for showing).
+    #[error(
+        "the regex {pattern} compiles to more than the limit of {} MiB; simplify it: \
+         counted repetitions multiply (`\\w{{1000}}{{1000}}` is a million `\\w`), and \
+         Unicode classes such as `\\w` are large (`(?-u:\\w)` is the ASCII-only one); \
+         for literal text set fixed_strings: true",
+        limits::REGEX_SIZE_LIMIT >> 20
+    )]
+    RegexTooBig { pattern: String },
+    /// A pattern or glob longer than [`limits`] accepts, refused before it
+    /// is parsed.
+    #[error("the {what} is {chars} characters long, over the limit of {limit}; {advice}")]
+    TooLong {
+        what: &'static str,
+        chars: usize,
+        limit: usize,
+        advice: &'static str,
+    },
+    /// More globs or types than [`limits`] accepts.
+    #[error("{what} has {count} entries, over the limit of {limit}; {advice}")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        limit: usize,
+        advice: &'static str,
+    },
+    /// A glob (find pattern, include or exclude) does not parse, or the
+    /// globs together compile to more than globset's limit (`glob` is
+    /// already cut for showing).
+    #[error("invalid glob {glob}: {message}")]
     InvalidGlob { glob: String, message: String },
     /// A file type name that `ignore`'s default type table does not know.
-    #[error("unknown file type {name:?}; valid types include: {examples} (and more)")]
+    #[error("unknown file type {name}; valid types include: {examples} (and more)")]
     UnknownType { name: String, examples: String },
     /// The start path is refused or missing.
     #[error(transparent)]
@@ -70,7 +102,22 @@ pub struct PathGlobs {
 }
 
 impl PathGlobs {
-    pub fn new(globs: &[String]) -> Result<PathGlobs, SearchError> {
+    /// `what` names the list in errors: "include", "exclude", "the pattern".
+    pub fn new(what: &'static str, globs: &[String]) -> Result<PathGlobs, SearchError> {
+        limits::check_count(
+            what,
+            globs.len(),
+            limits::MAX_GLOBS,
+            "merge them into fewer globs (`*.{rs,toml}`, `{src,tests}/**`) or search a narrower path",
+        )?;
+        for raw in globs {
+            limits::check_length(
+                "glob",
+                raw,
+                limits::MAX_GLOB_CHARS,
+                "a glob names a path; use `*` and `**` instead of spelling every name out",
+            )?;
+        }
         let mut names = GlobSetBuilder::new();
         let mut paths = GlobSetBuilder::new();
         for raw in globs {
@@ -85,7 +132,7 @@ impl PathGlobs {
                 .backslash_escape(true)
                 .build()
                 .map_err(|e| SearchError::InvalidGlob {
-                    glob: raw.clone(),
+                    glob: limits::shown(raw),
                     message: e.kind().to_string(),
                 })?;
             if text.contains('/') {
@@ -96,7 +143,7 @@ impl PathGlobs {
         }
         let build = |set: GlobSetBuilder| {
             set.build().map_err(|e| SearchError::InvalidGlob {
-                glob: globs.join(", "),
+                glob: limits::shown(&globs.join(", ")),
                 message: e.to_string(),
             })
         };
@@ -153,8 +200,8 @@ pub(crate) fn prepare(
     let root = jail.root().to_path_buf();
     let start_abs = root.join(&rel);
     let types = build_types(&opts.types)?;
-    let include = PathGlobs::new(&opts.include)?;
-    let exclude = PathGlobs::new(&opts.exclude)?;
+    let include = PathGlobs::new("include", &opts.include)?;
+    let exclude = PathGlobs::new("exclude", &opts.exclude)?;
     let ancestors = if opts.no_ignore {
         Vec::new()
     } else {
@@ -208,6 +255,12 @@ pub(crate) fn display_rel(rel: &Path) -> String {
 }
 
 fn build_types(names: &[String]) -> Result<ignore::types::Types, SearchError> {
+    limits::check_count(
+        "types",
+        names.len(),
+        limits::MAX_TYPES,
+        "name fewer types, or use include globs",
+    )?;
     let mut builder = TypesBuilder::new();
     builder.add_defaults();
     if names.is_empty() {
@@ -225,14 +278,14 @@ fn build_types(names: &[String]) -> Result<ignore::types::Types, SearchError> {
             .collect::<Vec<_>>()
             .join(", ");
             return Err(SearchError::UnknownType {
-                name: name.clone(),
+                name: limits::shown(name),
                 examples,
             });
         }
         builder.select(name);
     }
     builder.build().map_err(|e| SearchError::UnknownType {
-        name: names.join(", "),
+        name: limits::shown(&names.join(", ")),
         examples: e.to_string(),
     })
 }

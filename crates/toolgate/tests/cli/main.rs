@@ -22,6 +22,7 @@ mod home_root;
 mod leftovers;
 mod limits;
 mod resolve;
+mod limits_grep;
 mod sandbox;
 mod snapshot_scope;
 mod symlinks;
