@@ -213,6 +213,17 @@ impl Executor {
             .collect()
     }
 
+    /// The names of the tools a caller can call now: active, not deferred,
+    /// and let through by the preset, the tool lists and the access policy
+    /// (what an MCP client's tool list shows). Did-you-mean hints come only
+    /// from these.
+    pub fn visible_names(&self) -> impl Iterator<Item = &str> {
+        self.registry
+            .active()
+            .filter(|t| self.access(t.spec()) == Access::Active)
+            .map(|t| t.spec().name.as_str())
+    }
+
     fn access(&self, spec: &ToolSpec) -> Access {
         if let Some(preset) = self.preset
             && !spec.is_mcp()
@@ -427,10 +438,10 @@ impl Executor {
         let hint = if self.registry.get_deferred(name).is_some() {
             ": it is deferred; activate it with mcp_find_tools first".to_owned()
         } else {
-            toolgate_core::suggest::did_you_mean(
-                name,
-                self.registry.active().map(|t| t.spec().name.as_str()),
-            )
+            // Attack: probing a narrowed server (`--tools`, a preset, an
+            // access list) with near-misses to learn the names it hides.
+            // Only tools the caller can call are suggested.
+            toolgate_core::suggest::did_you_mean(name, self.visible_names())
         };
         Err(CallError::UnknownTool {
             name: name.to_owned(),

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
-use toolgate_policy::{Access, Executor, ToolStatus};
+use toolgate_policy::{Access, Executor};
 
 use super::write_table;
 
@@ -14,7 +14,10 @@ use super::write_table;
 pub fn tool(executor: &Executor, name: &str, as_json: bool) -> Result<()> {
     let statuses = executor.tools();
     let Some(status) = statuses.iter().find(|s| s.spec.name == name) else {
-        bail!("{}", unknown_tool(name, &statuses));
+        // Suggested like the pipeline does: only tools a caller can call, so
+        // a misspelling never hints at a tool this configuration hides.
+        let hint = toolgate_core::suggest::did_you_mean(name, executor.visible_names());
+        bail!("unknown tool `{name}`{hint} (`toolgate tools` lists them all)");
     };
     let spec = &status.spec;
     let (active, reason) = match &status.access {
@@ -62,12 +65,6 @@ pub fn tool(executor: &Executor, name: &str, as_json: bool) -> Result<()> {
         spec.name
     )?;
     Ok(())
-}
-
-fn unknown_tool(name: &str, statuses: &[ToolStatus]) -> String {
-    let names: Vec<&str> = statuses.iter().map(|s| s.spec.name.as_str()).collect();
-    let hint = toolgate_core::suggest::did_you_mean(name, names);
-    format!("unknown tool `{name}`{hint} (`toolgate tools` lists them all)")
 }
 
 /// An object schema's properties as a table: name, type, required,

@@ -18,6 +18,7 @@ mod closed_stdout;
 mod config;
 mod explain_paths;
 mod files;
+mod hidden_names;
 mod home_root;
 mod leftovers;
 mod limits;

@@ -15,6 +15,7 @@ mod common;
 mod allowlist;
 mod calls;
 mod gate;
+mod hidden_names;
 mod home_root;
 mod http;
 mod own_config;
