@@ -34,12 +34,17 @@ fn the_agent_cannot_loosen_the_next_session() {
         "tools/call",
         json!({"name": "bash", "arguments": {"command": script}}),
     );
-    assert!(text(&ran).contains("Read-only file system"), "{ran}");
+    // A command may create one (no mask puts a placeholder in the host's
+    // project for it): untrusted, it only tightens, as the next session shows.
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
     drop(raw);
-    assert!(!p.root().join("toolgate.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.root().join("toolgate.toml")).unwrap(),
+        weakening
+    );
 
-    // The same file, there already (a cloned repository): the next session
-    // stays sandboxed and says what it ignored.
+    // The file the agent wrote (or the same one in a cloned repository):
+    // the next session stays sandboxed and says what it ignored.
     p.write("toolgate.toml", weakening);
     let outside = p.base().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
