@@ -9,6 +9,9 @@
 //!   `max_output_bytes` of each stream and draining the rest so the child never blocks;
 //! - enforces a wall-clock timeout: SIGTERM to the group, SIGKILL after a grace period;
 //! - kills whatever is left of the group when the command exits or the run is cancelled;
+//! - ties the child's life to toolgate's, also a toolgate killed with SIGKILL: the child
+//!   is forked from one long-lived thread and gets SIGKILL when toolgate exits, and stage 2
+//!   gets a lifeline it watches (see `lifetime`);
 //! - reports the exit status as data (`exit_code`, `signal`, `timed_out`), never lost.
 //!
 //! It is not a sandbox. Confinement (namespaces, seccomp, Landlock) comes from the command
@@ -17,9 +20,11 @@
 
 mod cgroup;
 mod group;
+pub(crate) mod lifetime;
 mod limits;
 mod output;
 mod pidns;
+mod spawner;
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -71,6 +76,9 @@ pub struct ExecRequest {
     /// A descriptor handed to the child under a fixed number (stage 2 reads
     /// the environment from it); every other descriptor is closed on exec.
     pub pass_fd: Option<(std::sync::Arc<std::os::fd::OwnedFd>, i32)>,
+    /// A descriptor number under which the child gets the read end of toolgate's
+    /// lifeline: end-of-file on it means toolgate is gone (stage 2 watches it).
+    pub lifeline: Option<i32>,
 }
 
 impl ExecRequest {
@@ -88,7 +96,16 @@ impl ExecRequest {
             limits: ResourceLimits::default(),
             max_output_bytes: 1024 * 1024,
             pass_fd: None,
+            lifeline: None,
         }
+    }
+
+    /// Hands the child the read end of toolgate's lifeline as descriptor number
+    /// `target` (3 or above, not the [`ExecRequest::pass_fd`] one).
+    #[must_use]
+    pub fn lifeline(mut self, target: i32) -> Self {
+        self.lifeline = Some(target.max(3));
+        self
     }
 
     /// Hands `fd` to the child as descriptor number `target` (3 or above).
@@ -334,6 +351,7 @@ fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    die_with_toolgate(&mut command);
     // A session of its own (and so a group of its own, whose id is the child's pid): one
     // kill(-pgid) reaches every process the command starts, and no controlling terminal
     // is left for TIOCSTI or /dev/tty to inject input into the user's shell.
@@ -346,10 +364,38 @@ fn spawn(
             *target,
         );
     }
+    if let Some(target) = request.lifeline {
+        pass_lifeline(&mut command, target).map_err(spawn_error)?;
+    }
     // Last: the pid-namespace cap forks, and only hooks before it run in the process
     // that stays toolgate's child.
     limits.enter_pid_namespace(&mut command);
-    command.spawn().map_err(spawn_error)
+    spawner::spawn(command).map_err(spawn_error)
+}
+
+/// Makes the child die with toolgate, also when toolgate is killed with SIGKILL: the
+/// kernel sends it SIGKILL when toolgate's spawner thread (that is, toolgate) exits,
+/// and it never execs when toolgate is already gone (see [`lifetime`]). The first of
+/// the child's hooks, so that toolgate's own child asks, before any hook forks.
+fn die_with_toolgate(command: &mut Command) {
+    let hook = lifetime::die_with_parent_hook(rustix::process::getpid());
+    // SAFETY: the hook runs in the forked child before exec and makes raw prctl and
+    // getppid syscalls only, returning errors built from a raw errno (no allocation).
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+/// Hands the child toolgate's lifeline as descriptor `target`. After every other
+/// descriptor hook, whose `dup2` must not overwrite it.
+fn pass_lifeline(command: &mut Command, target: i32) -> io::Result<()> {
+    let hook = lifetime::lifeline_hook(target)?;
+    // SAFETY: the hook runs in the forked child before exec and makes one raw dup2
+    // syscall on a descriptor that stays open for the life of the process.
+    unsafe {
+        command.pre_exec(hook);
+    }
+    Ok(())
 }
 
 /// Makes `source` appear as `target` in the child, without close-on-exec.

@@ -342,9 +342,9 @@ impl Sandbox {
         audit.watch(&plan.audited, &spec.writable_roots);
         let request = match self.backend {
             // The environment reaches stage 2 through a pipe, never an argv.
-            Backend::Bwrap | Backend::Landlock => {
-                request(&command, spec, plan.argv, Vec::new()).pass_fd(env_pipe(&env)?, ENV_FD)
-            }
+            Backend::Bwrap | Backend::Landlock => request(&command, spec, plan.argv, Vec::new())
+                .pass_fd(env_pipe(&env)?, ENV_FD)
+                .lifeline(LIFELINE_FD),
             Backend::None => request(&command, spec, plan.argv, env),
         };
         let outcome = runner::run_attached(request, attach, on_line).await;
@@ -546,6 +546,7 @@ impl Sandbox {
                     write: writable_paths(spec, Path::new("/tmp")),
                     env_fd: Some(ENV_FD),
                     egress_socket: proxied.then(|| EGRESS_SOCKET_PATH.into()),
+                    lifeline_fd: Some(LIFELINE_FD),
                 };
                 let files = PlanFiles {
                     egress_socket: egress_socket.filter(|_| proxied).map(Path::to_owned),
@@ -565,6 +566,7 @@ impl Sandbox {
                     write: writable_paths(spec, tmp),
                     env_fd: Some(ENV_FD),
                     egress_socket: None,
+                    lifeline_fd: Some(LIFELINE_FD),
                 };
                 let mut full = vec![self.files.stage2.clone().into_os_string()];
                 full.extend(self.files.stage2_prefix.iter().cloned());
@@ -604,6 +606,10 @@ const LANDLOCK_READABLE: &[&str] = &[
 
 /// The descriptor number stage 2 reads the environment from.
 const ENV_FD: i32 = 3;
+
+/// The descriptor number of toolgate's lifeline in stage 2: it keeps the command and
+/// ends its whole tree once toolgate is gone (a SIGKILLed server leaves nothing).
+const LIFELINE_FD: i32 = 4;
 
 /// Directories every sandboxed command may write, whatever its roots.
 const SCRATCH_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];

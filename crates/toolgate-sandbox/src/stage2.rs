@@ -5,7 +5,8 @@
 //! descriptor, sets no_new_privs, drops every capability, confines the
 //! filesystem with Landlock where the kernel has it, in network mode
 //! `proxy` forks the egress forwarder, installs a seccomp filter, and
-//! finally execs the command. Any failure before the exec ends
+//! finally execs the command (or, given toolgate's lifeline, forks it and
+//! stays as its keeper, see `keeper`). Any failure before the exec ends
 //! the run: stage 2 fails closed, it never runs the command less confined.
 
 use std::ffi::{OsStr, OsString};
@@ -20,6 +21,7 @@ use crate::spec::NetworkMode;
 mod caps;
 mod filter;
 mod forwarder;
+mod keeper;
 mod landlock_rules;
 
 pub use filter::seccomp_filters;
@@ -48,6 +50,10 @@ pub struct Stage2Args {
     /// forwards 127.0.0.1:3128 and 127.0.0.1:1080 to it before confining
     /// the command (network mode `proxy`).
     pub egress_socket: Option<PathBuf>,
+    /// Descriptor of toolgate's lifeline (end-of-file once toolgate is gone): stage 2
+    /// then stays as the command's keeper and ends its whole tree with toolgate, or
+    /// when the command ends.
+    pub lifeline_fd: Option<i32>,
 }
 
 /// Why stage 2 did not run the command.
@@ -103,6 +109,10 @@ impl Stage2Args {
             argv.push("--egress-socket".into());
             argv.push(socket.as_os_str().to_owned());
         }
+        if let Some(fd) = self.lifeline_fd {
+            argv.push("--lifeline-fd".into());
+            argv.push(fd.to_string().into());
+        }
         argv
     }
 
@@ -136,15 +146,20 @@ impl Stage2Args {
                 Some("--allow-unix-sockets") => parsed.allow_unix_sockets = true,
                 Some("--read") => parsed.read.push(value(&mut iter, "--read")?.into()),
                 Some("--write") => parsed.write.push(value(&mut iter, "--write")?.into()),
-                Some("--env-fd") => {
-                    let fd = value(&mut iter, "--env-fd")?;
+                Some(flag @ ("--env-fd" | "--lifeline-fd")) => {
+                    let fd = value(&mut iter, flag)?;
                     let fd = fd
                         .to_str()
                         .and_then(|s| s.parse::<i32>().ok())
-                        .filter(|fd| *fd > 2);
-                    parsed.env_fd = Some(fd.ok_or_else(|| {
-                        Stage2Error::Setup("--env-fd needs a descriptor > 2".into())
-                    })?);
+                        .filter(|fd| *fd > 2)
+                        .ok_or_else(|| {
+                            Stage2Error::Setup(format!("{flag} needs a descriptor > 2"))
+                        })?;
+                    if flag == "--env-fd" {
+                        parsed.env_fd = Some(fd);
+                    } else {
+                        parsed.lifeline_fd = Some(fd);
+                    }
                 }
                 Some("--egress-socket") => {
                     parsed.egress_socket = Some(value(&mut iter, "--egress-socket")?.into());
@@ -159,7 +174,11 @@ impl Stage2Args {
 /// Confines this process as `args` say and execs `command`. Returns only on
 /// failure, with what went wrong.
 pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error {
-    match confine(args).and_then(|env| exec(command, env)) {
+    let run = |env| match args.lifeline_fd {
+        Some(lifeline) => keeper::keep(lifeline, command, env),
+        None => exec(command, env),
+    };
+    match confine(args).and_then(run) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -273,6 +292,7 @@ mod tests {
             write: vec!["/w".into(), "/tmp".into()],
             env_fd: Some(3),
             egress_socket: Some("/run/toolgate/egress.sock".into()),
+            lifeline_fd: Some(4),
         };
         let mut argv = args.to_argv();
         argv.push("--".into());
@@ -293,6 +313,10 @@ mod tests {
         assert_eq!(
             parse(&["--env-fd", "1", "--", "x"]),
             Err("stage 2: --env-fd needs a descriptor > 2".into())
+        );
+        assert_eq!(
+            parse(&["--lifeline-fd", "x", "--", "x"]),
+            Err("stage 2: --lifeline-fd needs a descriptor > 2".into())
         );
         assert_eq!(
             parse(&["--read"]),

@@ -287,7 +287,8 @@ async fn processes_capabilities_and_kernel_interfaces() {
         o.outcome.stdout,
         "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
     );
-    // Only the sandbox's own processes are visible.
+    // Only the sandbox's own processes are visible: bubblewrap's init, stage 2
+    // keeping the command, bash, ls and grep.
     let host_pid = std::process::id();
     let o = w
         .sh(&format!(
@@ -296,7 +297,7 @@ async fn processes_capabilities_and_kernel_interfaces() {
         .await;
     ok(&o);
     assert!(
-        o.outcome.stdout.trim().parse::<u32>().unwrap() <= 4,
+        o.outcome.stdout.trim().parse::<u32>().unwrap() <= 5,
         "{o:?}"
     );
     for script in [
@@ -596,12 +597,13 @@ async fn terminal_input_cannot_be_injected() {
 }
 
 #[tokio::test]
-async fn landlock_backend_command_leads_its_own_session() {
+async fn landlock_backend_command_runs_in_a_session_of_its_own() {
     let w = World::new(BackendChoice::Landlock);
     // /proc/self/stat: pid (comm) state ppid pgrp session tty_nr ...; comm
-    // is "bash". Field 6 is the session, 7 the controlling terminal.
+    // is "bash". Field 6 is the session, 7 the controlling terminal. The
+    // session is led by stage 2, which keeps the command as its parent.
     let o = w
-        .sh("read -r pid comm state ppid pgrp sid tty rest < /proc/self/stat; echo \"$$ $pid $pgrp $sid $tty\"")
+        .sh("read -r pid comm state ppid pgrp sid tty rest < /proc/self/stat; echo \"$$ $pid $ppid $pgrp $sid $tty\"")
         .await;
     ok(&o);
     let ids: Vec<i64> = o
@@ -610,8 +612,13 @@ async fn landlock_backend_command_leads_its_own_session() {
         .split_whitespace()
         .map(|f| f.parse().unwrap())
         .collect();
-    let pid = ids[0];
-    assert_eq!(ids, [pid, pid, pid, pid, 0], "{o:?}");
+    let (pid, keeper) = (ids[0], ids[2]);
+    assert_eq!(ids, [pid, pid, keeper, keeper, keeper, 0], "{o:?}");
+    let ours = rustix::process::getsid(None)
+        .unwrap()
+        .as_raw_nonzero()
+        .get();
+    assert_ne!(i64::from(ours), keeper, "{o:?}");
 }
 
 /// The kernel's Landlock ABI version (0 without Landlock).

@@ -1,0 +1,243 @@
+//! Stage 2 as the command's keeper, when toolgate hands it a lifeline.
+//!
+//! Instead of exec'ing the command, stage 2 forks it and stays, as a child subreaper:
+//! every process the command starts stays below it, also one that double-forks into
+//! a session of its own. The keeper ends that whole tree
+//! - when the lifeline reports end-of-file, that is when toolgate is gone (killed with
+//!   SIGKILL, crashed), however early that happened: also before bubblewrap had armed
+//!   its own parent-death signal, which it does only after its mount setup;
+//! - when the command ends: nothing it left behind outlives it (with bubblewrap the
+//!   pid namespace ends it as well; the landlock backend has none, only this);
+//!
+//! and then ends as the command ended: the same exit code, or death by the same signal.
+//!
+//! It ignores TERM, INT, HUP and QUIT, which `process_kill` sends to every process of
+//! the tree: the command gets them and decides, the keeper follows. It forks after
+//! every confinement, so it holds nothing the command does not.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+
+use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
+
+use super::Stage2Error;
+use crate::runner::lifetime::die_with_parent_hook;
+
+/// Exit status of the keeper when it ended the tree because toolgate is gone (nobody
+/// reads it; 128 + SIGKILL, as if the death signal had killed it).
+const ENDED_WITH_TOOLGATE: i32 = 137;
+
+/// Signals the keeper ignores: the command's to handle.
+const LEFT_TO_THE_COMMAND: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+/// Runs `command` below this process and keeps it (see the module doc); returns
+/// only when the command could not be started.
+pub(super) fn keep(
+    lifeline: i32,
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+) -> Result<Infallible, Stage2Error> {
+    let setup = |what: &str, e: &dyn std::fmt::Display| {
+        Stage2Error::Setup(format!("cannot keep the command: {what}: {e}"))
+    };
+    // SAFETY: the descriptor number comes from our own parent, which opened it for us
+    // and passed it in `--lifeline-fd`; nothing else in this process uses it.
+    let lifeline = unsafe { OwnedFd::from_raw_fd(lifeline) };
+    // The command must not hold it: only toolgate's end says anything.
+    rustix::io::fcntl_setfd(&lifeline, rustix::io::FdFlags::CLOEXEC)
+        .map_err(|e| setup("the lifeline", &e))?;
+    let me = rustix::process::getpid();
+    rustix::process::set_child_subreaper(Some(me)).map_err(|e| setup("subreaper", &e))?;
+    std::thread::Builder::new()
+        .name("lifeline".to_owned())
+        .spawn(move || {
+            wait_for_end_of_file(lifeline);
+            end_tree(me);
+            std::process::exit(ENDED_WITH_TOOLGATE);
+        })
+        .map_err(|e| setup("the lifeline thread", &e))?;
+    // The lifeline watches from here on. A death signal of this process (the
+    // landlock backend's runner sets one) would kill the keeper together with
+    // toolgate, before it could end the tree: the lifeline replaces it.
+    rustix::process::set_parent_process_death_signal(None)
+        .map_err(|e| setup("the parent-death signal", &e))?;
+    let child = start(command, env, me)?;
+    for signal in LEFT_TO_THE_COMMAND {
+        // SAFETY: installs SIG_IGN, no handler code; the command was forked before,
+        // with the default dispositions it inherited.
+        unsafe {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+    }
+    let status = reap_until(child);
+    end_tree(me);
+    end_as(status)
+}
+
+/// Forks and execs the command; its death signal ties it to the keeper, so a keeper
+/// killed outright (SIGKILL to the group at a timeout) takes it along.
+fn start(
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    keeper: Pid,
+) -> Result<Pid, Stage2Error> {
+    let Some((program, rest)) = command.split_first() else {
+        return Err(Stage2Error::Setup("no command".into()));
+    };
+    let mut spawn = std::process::Command::new(program);
+    spawn.args(rest).env_clear().envs(env);
+    // SAFETY: the hook runs in the forked child before exec and makes raw prctl and
+    // getppid syscalls only.
+    unsafe {
+        spawn.pre_exec(die_with_parent_hook(keeper));
+    }
+    let child = spawn.spawn().map_err(|err| Stage2Error::Exec {
+        program: program.to_string_lossy().into_owned(),
+        message: err.to_string(),
+        code: if err.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        },
+    })?;
+    i32::try_from(child.id())
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| Stage2Error::Setup("the command has no process id".into()))
+}
+
+/// Blocks while toolgate holds the lifeline's write end.
+fn wait_for_end_of_file(lifeline: OwnedFd) {
+    let mut pipe = std::fs::File::from(lifeline);
+    let mut byte = [0u8; 1];
+    loop {
+        match pipe.read(&mut byte) {
+            // Nobody writes to it; a byte would be a bug elsewhere, not an end.
+            Ok(n) if n > 0 => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return,
+        }
+    }
+}
+
+/// Reaps children (orphans of the tree are ours) until `child` has ended.
+fn reap_until(child: Pid) -> Option<WaitStatus> {
+    loop {
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((pid, status))) if pid == child => return Some(status),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Kills every process below `me` and reaps them. Each round kills all that
+/// are alive, then waits for one to end; a process forked meanwhile is found in the
+/// next round (its parent's death makes it ours).
+fn end_tree(me: Pid) {
+    loop {
+        let below = descendants(me);
+        for pid in &below {
+            let _ = rustix::process::kill_process(*pid, Signal::KILL);
+        }
+        if below.is_empty() {
+            while let Ok(Some(_)) = rustix::process::waitpid(None, WaitOptions::NOHANG) {}
+            return;
+        }
+        if rustix::process::wait(WaitOptions::empty()).is_err() {
+            // No child at all: what is left is not ours to reap, and is dying.
+            return;
+        }
+    }
+}
+
+/// The live processes below `root` (zombies are dead already), from /proc.
+fn descendants(root: Pid) -> Vec<Pid> {
+    let mut children: Vec<(i32, i32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            if let Some((parent, state)) = parent_and_state(pid)
+                && state != 'Z'
+            {
+                children.push((parent, pid));
+            }
+        }
+    }
+    let mut found = vec![root.as_raw_nonzero().get()];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            children
+                .iter()
+                .filter(|(p, _)| *p == parent)
+                .map(|(_, c)| *c),
+        );
+        i += 1;
+    }
+    found
+        .into_iter()
+        .skip(1)
+        .filter_map(Pid::from_raw)
+        .collect()
+}
+
+/// `(parent pid, state)` from `/proc/<pid>/stat`; the command name (field 2) may hold
+/// spaces and parentheses, so fields are counted from its closing `)`.
+fn parent_and_state(pid: i32) -> Option<(i32, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((parent, state))
+}
+
+/// Ends this process as the command ended.
+fn end_as(status: Option<WaitStatus>) -> ! {
+    let Some(status) = status else {
+        std::process::exit(super::STAGE2_FAILURE);
+    };
+    if let Some(code) = status.exit_status() {
+        std::process::exit(code);
+    }
+    if let Some(signal) = status.terminating_signal() {
+        // The command already dumped core if it was to; the keeper must not.
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Core,
+            rustix::process::Rlimit {
+                current: Some(0),
+                maximum: Some(0),
+            },
+        );
+        // SAFETY: restores the default disposition, then signals this process.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+        }
+        std::process::exit(128 + signal);
+    }
+    std::process::exit(super::STAGE2_FAILURE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stat_line_is_read_past_a_command_name_with_parentheses() {
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let (parent, state) = parent_and_state(me).unwrap();
+        assert_eq!(
+            Pid::from_raw(parent),
+            rustix::process::getppid(),
+            "state {state}"
+        );
+        assert!(descendants(Pid::from_raw(i32::MAX).unwrap()).is_empty());
+    }
+}
