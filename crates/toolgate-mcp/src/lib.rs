@@ -10,6 +10,10 @@
 //! and a client's cancellation to dropping the call (which kills its
 //! process group).
 //!
+//! A message that is not JSON-RPC (not JSON, not UTF-8, too long, the wrong
+//! shape) gets the JSON-RPC error for it instead of silence, and the
+//! session goes on: see `incoming`.
+//!
 //! It is not an MCP client: tools of external servers are another crate's job.
 //!
 //! Client roots narrow the operator's roots and never widen them: see
@@ -17,9 +21,11 @@
 
 mod convert;
 mod http;
+mod incoming;
 pub mod resolve;
 mod roots;
 mod server;
+mod stdio;
 
 pub use convert::{annotations, to_mcp_tool};
 pub use http::{HttpError, HttpOptions, serve_http};

@@ -27,6 +27,7 @@ use toolgate_policy::{Access, CallError, Executor};
 
 use crate::convert::{call_result, refusal, to_mcp_tool};
 use crate::roots::{narrow_roots, shown};
+use crate::stdio::StdioTransport;
 
 /// An executor and the place its calls run: the working directory and the
 /// roots the path layer and the sandbox are confined to.
@@ -142,14 +143,16 @@ pub enum ServeError {
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin or the process
-/// gets SIGINT/SIGTERM. Nothing but protocol goes to stdout.
+/// gets SIGINT/SIGTERM. Nothing but protocol goes to stdout; a line that is
+/// no message gets its JSON-RPC error there.
 pub async fn serve_stdio(server: McpServer) -> Result<(), ServeError> {
+    // Pipes (how clients start servers) go through the IO reactor, not a
+    // blocking thread per read and write: about a third of the latency of a
+    // small call. Anything else falls back to blocking handles.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let running = server
         .connection(false)
-        // Pipes (how clients start servers) go through the IO reactor, not a
-        // blocking thread per read and write: about a third of the latency
-        // of a small call. Anything else falls back to blocking handles.
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(StdioTransport::new(stdin, stdout))
         .await
         .map_err(|e| ServeError::Handshake(e.to_string()))?;
     let stop = running.cancellation_token();
