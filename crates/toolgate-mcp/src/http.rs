@@ -6,14 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::incoming::{MAX_MESSAGE_BYTES, Refusal, Screened, screen};
 use crate::server::McpServer;
 
 /// How `serve_http` listens and whom it lets in.
@@ -91,6 +93,7 @@ pub async fn serve_http(
         .to_vec();
     hosts.extend(options.extra_hosts.iter().cloned());
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_allowed_hosts(hosts.clone())
         .with_cancellation_token(stop.child_token());
@@ -100,9 +103,11 @@ pub async fn serve_http(
         token: options.token.map(Arc::from),
         hosts: Arc::new(hosts),
     };
-    // The last layer runs first: Host/Origin, then the token.
+    // The last layer runs first: Host/Origin, then the token, then the
+    // body (so nobody without the token makes toolgate read 16 MiB).
     let app = Router::new()
         .nest_service("/mcp", service)
+        .layer(middleware::from_fn(refuse_malformed))
         .layer(middleware::from_fn_with_state(gate.clone(), require_token))
         .layer(middleware::from_fn_with_state(gate, check_host_and_origin));
     let listener = tokio::net::TcpListener::bind(options.addr)
@@ -274,6 +279,76 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
         diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ e);
     }
     diff == 0
+}
+
+/// A POST whose body is no JSON-RPC message gets `400 Bad Request` with the
+/// JSON-RPC error as its body (the MCP transport spec's answer to input the
+/// server cannot accept; the Python SDK does the same), a body past
+/// [`MAX_MESSAGE_BYTES`] `413` with a parse error. rmcp alone answers `415`
+/// with a line of text that no JSON-RPC client reads. A body that is a
+/// message goes on to rmcp as it came.
+async fn refuse_malformed(request: Request, next: Next) -> Response {
+    let json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+    // Anything else is rmcp's to refuse (405, 415), as the spec says.
+    if request.method() != Method::POST || !json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (status, refusal) = match read_bounded(body).await {
+        Ok(bytes) => match screen(&bytes) {
+            Screened::Message(_) => {
+                return next
+                    .run(Request::from_parts(parts, Body::from(bytes)))
+                    .await;
+            }
+            Screened::Blank => (
+                StatusCode::BAD_REQUEST,
+                Refusal::parse_error("the request body is empty"),
+            ),
+            Screened::Refused(refusal) => (StatusCode::BAD_REQUEST, refusal),
+        },
+        Err(BodyProblem::TooLong) => (StatusCode::PAYLOAD_TOO_LARGE, Refusal::too_long()),
+        Err(BodyProblem::Unreadable(e)) => {
+            let message = format!("the request body could not be read: {e}");
+            (StatusCode::BAD_REQUEST, Refusal::parse_error(&message))
+        }
+    };
+    eprintln!(
+        "toolgate: refused a message on POST /mcp: {}",
+        refusal.reason
+    );
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        refusal.reply.to_string(),
+    )
+        .into_response()
+}
+
+enum BodyProblem {
+    TooLong,
+    Unreadable(axum::Error),
+}
+
+/// The body, read no further than the limit whatever Content-Length says.
+async fn read_bounded(body: Body) -> Result<Vec<u8>, BodyProblem> {
+    let mut body = std::pin::pin!(body);
+    let mut bytes = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(BodyProblem::Unreadable)?;
+        if let Ok(data) = frame.into_data() {
+            if data.len() > MAX_MESSAGE_BYTES - bytes.len() {
+                return Err(BodyProblem::TooLong);
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
 }
 
 /// DNS rebinding: a web page on evil.example whose name is re-pointed at
