@@ -18,6 +18,7 @@ mod gate;
 mod hidden_names;
 mod home_root;
 mod http;
+mod malformed;
 mod own_config;
 mod path_shadow;
 mod progress;
