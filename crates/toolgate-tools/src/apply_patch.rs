@@ -13,17 +13,18 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 use toolgate_sandbox::JailError;
 
-use crate::facts_schema;
 use crate::fs::{Fs, Located, blocking, jail_error};
-use crate::patch::commit::{Change, Target, commit};
-use crate::patch::{FileOp, MatchPass, PatchError, apply_hunks, parse};
-use crate::text;
+use crate::patch::commit::{Change, Target, commit, open_for_mode};
+use crate::patch::mode::creation_mode;
+use crate::patch::{FileMode, FileOp, MatchPass, PatchError, apply_hunks, parse};
+
+mod report;
 
 /// Arguments of `apply_patch`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -52,7 +53,8 @@ impl ApplyPatchTool {
 const DESCRIPTION: &str = "Change several files in one atomic call: every file changes or none \
 does. Accepts the `*** Begin Patch` format (*** Add File: / *** Delete File: / *** Update File: \
 with optional *** Move to:, `@@` hunks of ' ' context, '-' removed and '+' added lines, \
-*** End of File, *** End Patch) and unified diffs (--- a/x, +++ b/x, @@ -l,s +l,s @@). Hunks \
+*** End of File, *** End Patch) and unified diffs (--- a/x, +++ b/x, @@ -l,s +l,s @@; git's \
+renames and modes: old mode 100644 / new mode 100755 makes a file executable). Hunks \
 are found by their context lines (exact first, then tolerating whitespace and Unicode \
 punctuation); give 3 lines of context, and an `@@ fn name` line to pick among repeats. Paths \
 are relative to the workspace. Returns the diff of every file; dry_run only checks. For one \
@@ -66,7 +68,7 @@ impl TypedTool for ApplyPatchTool {
         ToolSpec::new("apply_patch", DESCRIPTION, EffectClass::MutateReversible)
             .idempotency(Idempotency::CheckBeforeAct)
             .group("group:fs")
-            .output_schema(facts_schema())
+            .output_schema(report::facts_schema())
     }
 
     async fn run(&self, args: ApplyPatchArgs, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -145,6 +147,20 @@ struct Slot {
     after: Option<Vec<u8>>,
     /// The slot whose file was moved here.
     moved_from: Option<PathBuf>,
+    /// The permission bits on disk before the patch (`None`: absent).
+    before_mode: Option<u32>,
+    /// The mode a git diff gives the file here (`None`: not changed).
+    mode: Option<FileMode>,
+}
+
+impl Slot {
+    fn target(&self) -> Target {
+        Target {
+            jail: self.place.jail.clone(),
+            rel: self.place.rel.clone(),
+            shown: self.place.shown.clone(),
+        }
+    }
 }
 
 /// What the operations did, per file, for the report.
@@ -153,6 +169,15 @@ struct Report {
     path: String,
     to: Option<String>,
     passes: Vec<MatchPass>,
+    /// The mode the operation asked for.
+    mode: Option<FileMode>,
+}
+
+/// A file whose permission bits the patch changes.
+struct ModeChange {
+    /// `None`: the file is new.
+    before: Option<u32>,
+    after: u32,
 }
 
 struct Plan {
@@ -169,14 +194,19 @@ impl Plan {
         let max = fs.limits().max_file_bytes;
         for op in ops {
             match op {
-                FileOp::Add { path, content } => {
+                FileOp::Add {
+                    path,
+                    content,
+                    mode,
+                } => {
                     let key = plan.load(fs, path, max)?;
                     let slot = plan.slots.get_mut(&key).ok_or_else(lost)?;
                     if slot.after.is_some() {
                         return Err(failed(PatchError::AlreadyExists { path: path.clone() }));
                     }
                     slot.after = Some(content.clone().into_bytes());
-                    plan.report("add", path, None, Vec::new());
+                    slot.mode = *mode;
+                    plan.report("add", path, None, Vec::new(), *mode);
                 }
                 FileOp::Delete { path } => {
                     let key = plan.load(fs, path, max)?;
@@ -187,13 +217,15 @@ impl Plan {
                             action: "delete".to_owned(),
                         }));
                     }
-                    plan.report("delete", path, None, Vec::new());
+                    slot.mode = None;
+                    plan.report("delete", path, None, Vec::new(), None);
                 }
                 FileOp::Update {
                     path,
                     move_to,
                     hunks,
-                } => plan.update(fs, path, move_to.as_deref(), hunks, max)?,
+                    mode,
+                } => plan.update(fs, path, move_to.as_deref(), hunks, *mode, max)?,
             }
         }
         Ok(plan)
@@ -205,6 +237,7 @@ impl Plan {
         path: &str,
         move_to: Option<&str>,
         hunks: &[crate::patch::Hunk],
+        mode: Option<FileMode>,
         max: u64,
     ) -> Result<(), ToolError> {
         let key = self.load(fs, path, max)?;
@@ -231,8 +264,10 @@ impl Plan {
         let new = applied.text.into_bytes();
         match move_to.filter(|to| *to != path) {
             None => {
-                self.slots.get_mut(&key).ok_or_else(lost)?.after = Some(new);
-                self.report("update", path, None, applied.passes);
+                let slot = self.slots.get_mut(&key).ok_or_else(lost)?;
+                slot.after = Some(new);
+                slot.mode = mode.or(slot.mode);
+                self.report("update", path, None, applied.passes, mode);
             }
             Some(to) => {
                 let dest = self.load(fs, to, max)?;
@@ -242,11 +277,15 @@ impl Plan {
                         to: to.to_owned(),
                     }));
                 }
-                self.slots.get_mut(&key).ok_or_else(lost)?.after = None;
+                let source = self.slots.get_mut(&key).ok_or_else(lost)?;
+                source.after = None;
+                // A mode an earlier operation gave the file goes with it.
+                let carried = source.mode.take();
                 let dest_slot = self.slots.get_mut(&dest).ok_or_else(lost)?;
                 dest_slot.after = Some(new);
                 dest_slot.moved_from = Some(key);
-                self.report("move", path, Some(to), applied.passes);
+                dest_slot.mode = mode.or(carried);
+                self.report("move", path, Some(to), applied.passes, mode);
             }
         }
         Ok(())
@@ -271,6 +310,10 @@ impl Plan {
             }
             Err(e) => return Err(jail_error(e)),
         };
+        let before_mode = match before {
+            Some(_) => place.jail.stat(&place.rel).ok().map(|s| s.mode & 0o7777),
+            None => None,
+        };
         self.slots.insert(
             key.clone(),
             Slot {
@@ -278,6 +321,8 @@ impl Plan {
                 after: before.clone(),
                 before,
                 moved_from: None,
+                before_mode,
+                mode: None,
             },
         );
         Ok(key)
@@ -289,25 +334,26 @@ impl Plan {
         path: &str,
         to: Option<&str>,
         passes: Vec<MatchPass>,
+        mode: Option<FileMode>,
     ) {
         self.reports.push(Report {
             action,
             path: path.to_owned(),
             to: to.map(str::to_owned),
             passes,
+            mode,
         });
     }
 
-    /// The changes to commit, in a stable order.
-    fn changes(&self) -> Vec<Change> {
-        let target = |slot: &Slot| Target {
-            jail: slot.place.jail.clone(),
-            rel: slot.place.rel.clone(),
-            shown: slot.place.shown.clone(),
-        };
+    /// The changes to commit, in a stable order, and the files whose
+    /// permission bits they change.
+    fn changes(&self) -> (Vec<Change>, BTreeMap<PathBuf, ModeChange>) {
+        let target = Slot::target;
         let mut changes = Vec::new();
+        let mut modes = BTreeMap::new();
+        let mut mode_changes = Vec::new();
         let mut moved_away: Vec<PathBuf> = Vec::new();
-        for slot in self.slots.values() {
+        for (key, slot) in &self.slots {
             let Some(bytes) = &slot.after else { continue };
             // A move within one root that empties its source keeps the
             // file itself (and so its mode); otherwise it is a new file.
@@ -318,19 +364,34 @@ impl Plan {
                     && Arc::ptr_eq(&from.place.jail, &slot.place.jail);
                 movable.then_some((key, from))
             });
-            match source {
-                Some((key, from)) if slot.before.is_none() && !moved_away.contains(key) => {
-                    moved_away.push(key.clone());
+            // The mode the file has once its content is in place: a
+            // rewrite keeps it, a move brings the source's, a new file gets
+            // the jail's default.
+            let had = match source {
+                Some((from_key, from))
+                    if slot.before.is_none() && !moved_away.contains(from_key) =>
+                {
+                    moved_away.push(from_key.clone());
                     changes.push(Change::Move {
                         from: target(from),
                         to: target(slot),
                         bytes: bytes.clone(),
                     });
+                    from.before_mode
                 }
                 _ if slot.before.as_ref() != Some(bytes) => {
                     changes.push(Change::Write(target(slot), bytes.clone()));
+                    slot.before.as_ref().and(slot.before_mode)
                 }
-                _ => {}
+                _ => slot.before_mode,
+            };
+            if let Some(mode) = slot.mode {
+                let current = had.unwrap_or_else(creation_mode);
+                let after = mode.apply(current);
+                if after != current {
+                    mode_changes.push(Change::Mode(target(slot), mode));
+                    modes.insert(key.clone(), ModeChange { before: had, after });
+                }
             }
         }
         for (key, slot) in &self.slots {
@@ -338,23 +399,30 @@ impl Plan {
                 changes.push(Change::Remove(target(slot)));
             }
         }
-        changes
+        changes.extend(mode_changes);
+        (changes, modes)
     }
 
     fn finish(self, dry_run: bool, max: u64) -> Result<ToolOutput, ToolError> {
-        for slot in self.slots.values() {
+        let (changes, modes) = self.changes();
+        let unchanged = "the patch was not applied and no file was changed";
+        for (key, slot) in &self.slots {
             // Every file the patch changes is checked before anything is
             // written (a dry run answers like the real one): a protected
             // entry refused halfway would leave its new parents behind.
-            if slot.before != slot.after {
+            if slot.before != slot.after || modes.contains_key(key) {
                 slot.place
                     .jail
                     .check_writable(&slot.place.rel)
-                    .map_err(|e| {
-                        ToolError::Failed(format!(
-                            "{e}; the patch was not applied and no file was changed"
-                        ))
-                    })?;
+                    .map_err(|e| ToolError::Failed(format!("{e}; {unchanged}")))?;
+            }
+            // A file whose mode alone changes, in place: where it really is
+            // and how many names it has (see `open_for_mode`). A rewritten
+            // or moved one is checked where the commit sets its mode.
+            if modes.contains_key(key) && slot.before.is_some() && slot.before == slot.after {
+                open_for_mode(&slot.target()).map_err(|e| {
+                    ToolError::Failed(format!("{}: {e}; {unchanged}", slot.place.shown))
+                })?;
             }
             if let Some(bytes) = &slot.after
                 && bytes.len() as u64 > max
@@ -367,7 +435,6 @@ impl Plan {
                 )));
             }
         }
-        let changes = self.changes();
         if !dry_run {
             commit(&changes).map_err(|e| {
                 let mut message = format!(
@@ -385,135 +452,8 @@ impl Plan {
                 ToolError::Failed(message)
             })?;
         }
-        Ok(self.render(dry_run))
+        Ok(self.render(dry_run, &modes))
     }
-
-    fn render(&self, dry_run: bool) -> ToolOutput {
-        let mut text = String::new();
-        let mut diffs = String::new();
-        let mut files = Vec::new();
-        let (mut added, mut removed) = (0, 0);
-        for slot in self.slots.values() {
-            let before = slot.before.as_deref().map(String::from_utf8_lossy);
-            let after = slot.after.as_deref().map(String::from_utf8_lossy);
-            if before == after {
-                continue;
-            }
-            let diff = text::unified_diff(
-                &slot.place.shown,
-                before.as_deref().unwrap_or(""),
-                after.as_deref().unwrap_or(""),
-            );
-            let (a, r) = text::diff_stat(&diff);
-            added += a;
-            removed += r;
-            diffs.push_str(&diff);
-            files.push(json!({
-                "path": slot.place.shown,
-                "status": match (&slot.before, &slot.after) {
-                    (None, _) => "added",
-                    (_, None) => "deleted",
-                    _ => "modified",
-                },
-                "lines_added": a,
-                "lines_removed": r,
-            }));
-        }
-        let verb = if dry_run { "Would apply" } else { "Applied" };
-        text.push_str(&format!(
-            "{verb} the patch: {} file(s) changed, +{added} -{removed} lines.\n",
-            files.len()
-        ));
-        let mut operations = Vec::new();
-        for report in &self.reports {
-            let name = match &report.to {
-                Some(to) => format!("{} -> {to}", report.path),
-                None => report.path.clone(),
-            };
-            text.push_str(&format!("{} {name}\n", report.action));
-            for (i, pass) in report.passes.iter().enumerate() {
-                if *pass != MatchPass::Exact {
-                    text.push_str(&format!("  [hunk {} matched {pass}]\n", i + 1));
-                }
-            }
-            operations.push(json!({
-                "action": report.action,
-                "path": report.path,
-                "move_to": report.to,
-                "hunks": report.passes.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
-            }));
-        }
-        text.push_str(&diffs);
-        ToolOutput::text(text).with_structured(json!({
-            "dry_run": dry_run,
-            "operations": operations,
-            "files": files,
-            "lines_added": added,
-            "lines_removed": removed,
-        }))
-    }
-}
-
-/// The facts of [`Plan::render`].
-fn facts_schema() -> Value {
-    let operation = facts_schema::object(
-        json!({
-            "action": {
-                "enum": ["add", "delete", "update", "move"],
-                "description": "What the patch did to the file.",
-            },
-            "path": {"type": "string", "description": "The file, as the patch names it."},
-            "move_to": {
-                "type": ["string", "null"],
-                "description": "move: where the file went, as the patch names it; else null.",
-            },
-            "hunks": {
-                "type": "array",
-                "items": {"enum": ["exact", "trailing-whitespace", "trimmed", "unicode-folded"]},
-                "description": "How each hunk's context was found: exactly, or ignoring \
-                                trailing whitespace, surrounding whitespace or Unicode \
-                                punctuation look-alikes.",
-            },
-        }),
-        &["action", "path", "move_to", "hunks"],
-    );
-    let file = facts_schema::object(
-        json!({
-            "path": {"type": "string", "description": "The file, as the workspace shows it."},
-            "status": {"enum": ["added", "deleted", "modified"]},
-            "lines_added": {"type": "integer"},
-            "lines_removed": {"type": "integer"},
-        }),
-        &["path", "status", "lines_added", "lines_removed"],
-    );
-    facts_schema::object(
-        json!({
-            "dry_run": {
-                "type": "boolean",
-                "description": "No file was changed; the facts say what the patch would do.",
-            },
-            "operations": {
-                "type": "array",
-                "items": operation,
-                "description": "The patch's file operations, in order.",
-            },
-            "files": {
-                "type": "array",
-                "items": file,
-                "description": "Every file whose content changed (a moved file counts as one \
-                                deleted and one added), by path.",
-            },
-            "lines_added": {"type": "integer", "description": "Lines added in all files."},
-            "lines_removed": {"type": "integer", "description": "Lines removed in all files."},
-        }),
-        &[
-            "dry_run",
-            "operations",
-            "files",
-            "lines_added",
-            "lines_removed",
-        ],
-    )
 }
 
 fn failed(e: PatchError) -> ToolError {

@@ -18,6 +18,7 @@
 pub mod apply;
 pub(crate) mod commit;
 pub mod envelope;
+pub mod mode;
 pub mod seek;
 pub mod unified;
 
@@ -25,6 +26,7 @@ pub mod unified;
 mod tests;
 
 pub use apply::{Applied, apply_hunks};
+pub use mode::FileMode;
 pub use seek::MatchPass;
 
 /// Which syntax a patch was written in.
@@ -50,18 +52,22 @@ pub enum FileOp {
     /// content: the new file's text, "\n" line endings, ends with "\n"
     /// (unless a unified diff says "\ No newline at end of file"; an empty
     /// file is "").
+    /// mode: a git diff's `new file mode` (None: the jail's default).
     Add {
         path: String,
         content: String,
+        mode: Option<FileMode>,
     },
     Delete {
         path: String,
     },
-    /// `hunks` may be empty only when `move_to` is set (a pure rename).
+    /// `hunks` may be empty only when `move_to` or `mode` is set (a pure
+    /// rename, a mode change). mode: a git diff's `new mode` (None: kept).
     Update {
         path: String,
         move_to: Option<String>,
         hunks: Vec<Hunk>,
+        mode: Option<FileMode>,
     },
 }
 

@@ -5,14 +5,22 @@
 //! started (modes included: files are restored in place, and removed files
 //! are renamed aside to a hidden backup rather than deleted until the end).
 //!
+//! Mode changes come last, on the files as they finally are, each through
+//! the descriptor of the file it opened beneath the root.
+//!
 //! What it cannot promise: a crash of this process in the middle leaves the
 //! hidden backups (`.name.toolgate-backup-*`) next to the files they belong to.
 
+use std::fs::{File, Permissions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use toolgate_sandbox::{Jail, JailError};
+
+use super::FileMode;
 
 static BACKUP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -37,6 +45,8 @@ pub(crate) enum Change {
         to: Target,
         bytes: Vec<u8>,
     },
+    /// The file (after every other change) gets this mode.
+    Mode(Target, FileMode),
 }
 
 enum Undo {
@@ -48,12 +58,33 @@ enum Undo {
     DeleteDir(Target),
     /// Rename back.
     Rename { now: Target, back_to: Target },
+    /// Give the file (still open) its old permission bits back.
+    Mode {
+        target: Target,
+        file: File,
+        old: u32,
+    },
+}
+
+/// Why one step of a commit failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StepError {
+    #[error(transparent)]
+    Jail(#[from] JailError),
+    /// Attack: a hard link in the workspace to a file elsewhere (another
+    /// root's, a protected one): a mode belongs to the file, so changing it
+    /// through one name changes it for every name.
+    #[error(
+        "it has {links} hard links, and a mode belongs to the file, not to one of its names; \
+         replace it with a copy of its own first (or change the mode with a command)"
+    )]
+    HardLinked { links: u64 },
 }
 
 /// A failed commit: the error, after the tree was restored.
 pub(crate) struct CommitError {
     pub shown: String,
-    pub error: JailError,
+    pub error: StepError,
     /// Undo steps that failed themselves (the tree may differ there).
     pub unrestored: Vec<String>,
 }
@@ -83,7 +114,7 @@ pub(crate) fn commit(changes: &[Change]) -> Result<(), CommitError> {
     }
 }
 
-type Step = Result<(), (String, JailError)>;
+type Step = Result<(), (String, StepError)>;
 
 fn run(changes: &[Change], undo: &mut Vec<Undo>, backups: &mut Vec<Target>) -> Step {
     // 1. Everything that leaves its place is renamed aside, so a later
@@ -93,7 +124,7 @@ fn run(changes: &[Change], undo: &mut Vec<Undo>, backups: &mut Vec<Target>) -> S
         let leaving = match change {
             Change::Remove(t) => t,
             Change::Move { from, .. } => from,
-            Change::Write(..) => continue,
+            Change::Write(..) | Change::Mode(..) => continue,
         };
         let backup = backup_of(leaving);
         at(leaving, leaving.jail.rename(&leaving.rel, &backup.rel))?;
@@ -106,7 +137,7 @@ fn run(changes: &[Change], undo: &mut Vec<Undo>, backups: &mut Vec<Target>) -> S
     // 2. Moves land, then every new content is written.
     for (i, change) in changes.iter().enumerate() {
         match change {
-            Change::Remove(_) => {}
+            Change::Remove(_) | Change::Mode(..) => {}
             Change::Move { to, bytes, .. } => {
                 let Some((_, backup)) = aside.iter().find(|(j, _)| *j == i) else {
                     continue;
@@ -125,6 +156,12 @@ fn run(changes: &[Change], undo: &mut Vec<Undo>, backups: &mut Vec<Target>) -> S
             }
         }
     }
+    // 3. Modes, on the files as they now are.
+    for change in changes {
+        if let Change::Mode(target, mode) = change {
+            set_mode(target, *mode, undo).map_err(|e| (target.shown.clone(), e))?;
+        }
+    }
     for (i, backup) in aside {
         if matches!(changes[i], Change::Remove(_)) {
             backups.push(backup);
@@ -134,7 +171,54 @@ fn run(changes: &[Change], undo: &mut Vec<Undo>, backups: &mut Vec<Target>) -> S
 }
 
 fn at(target: &Target, result: Result<(), JailError>) -> Step {
-    result.map_err(|e| (target.shown.clone(), e))
+    result.map_err(|e| (target.shown.clone(), e.into()))
+}
+
+/// Opens `target` for a mode change: the file and its permission bits, or
+/// why its mode must not change. The planner asks before anything is
+/// written (so a dry run answers alike), the commit again where it sets it.
+pub(crate) fn open_for_mode(target: &Target) -> Result<(File, u32), StepError> {
+    // Opened beneath the root like every file; the mode is then set on this
+    // descriptor, so nothing swapped in at the path afterwards is touched.
+    let (file, _) = target.jail.open_file(&target.rel)?;
+    let io = |source| JailError::Io {
+        path: target.rel.clone(),
+        source,
+    };
+    let meta = file.metadata().map_err(io)?;
+    if meta.nlink() > 1 {
+        return Err(StepError::HardLinked {
+            links: meta.nlink(),
+        });
+    }
+    // Attack: a symlink inside the root to a protected file (`run.sh ->
+    // .git/hooks/pre-commit`): the name the patch gave was checked, so the
+    // file's real place is checked too, before its mode is touched.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(io)?;
+    target.jail.check_writable(&real)?;
+    Ok((file, meta.mode() & 0o7777))
+}
+
+/// Gives `target` the permission bits `mode` asks for ([`FileMode::apply`]),
+/// remembering the old ones.
+fn set_mode(target: &Target, mode: FileMode, undo: &mut Vec<Undo>) -> Result<(), StepError> {
+    let (file, old) = open_for_mode(target)?;
+    let io = |source| JailError::Io {
+        path: target.rel.clone(),
+        source,
+    };
+    let new = mode.apply(old);
+    if new == old {
+        return Ok(());
+    }
+    file.set_permissions(Permissions::from_mode(new))
+        .map_err(io)?;
+    undo.push(Undo::Mode {
+        target: target.clone(),
+        file,
+        old,
+    });
+    Ok(())
 }
 
 /// Writes `bytes` to `target`, remembering how to undo it. An unchanged
@@ -152,7 +236,7 @@ fn write(target: &Target, bytes: &[u8], undo: &mut Vec<Undo>) -> Step {
             undo.push(Undo::Delete(target.clone()));
             Ok(())
         }
-        Err(e) => Err((target.shown.clone(), e)),
+        Err(e) => Err((target.shown.clone(), e.into())),
     }
 }
 
@@ -209,6 +293,14 @@ fn roll_back(undo: Vec<Undo>) -> Vec<String> {
             Undo::Restore(t, bytes) => (t, t.jail.write(&t.rel, bytes)),
             Undo::Delete(t) | Undo::DeleteDir(t) => (t, t.jail.remove(&t.rel)),
             Undo::Rename { now, back_to } => (back_to, rename_back(now, back_to)),
+            Undo::Mode { target, file, old } => (
+                target,
+                file.set_permissions(Permissions::from_mode(*old))
+                    .map_err(|source| JailError::Io {
+                        path: target.rel.clone(),
+                        source,
+                    }),
+            ),
         };
         if let Err(e) = result {
             failed.push(format!("{}: {e}", target.shown));

@@ -91,7 +91,11 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
                 }
                 content.push('\n');
             }
-            ops.push(FileOp::Add { path, content });
+            ops.push(FileOp::Add {
+                path,
+                content,
+                mode: None,
+            });
         } else if let Some(raw) = line.strip_prefix(DELETE) {
             let path = normalize_path(raw.trim())?;
             if let Some(k) = lines[i + 1..section_end]
@@ -130,6 +134,7 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
                 path,
                 move_to,
                 hunks,
+                mode: None,
             });
         } else {
             return Err(err(

@@ -134,6 +134,7 @@ fn update_hunks(patch: &Patch) -> Vec<Hunk> {
                 path,
                 move_to: None,
                 hunks,
+                mode: None,
             },
         ] if path == "f" => hunks.clone(),
         other => panic!("expected one update of f, got {other:?}"),

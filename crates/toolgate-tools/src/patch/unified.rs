@@ -1,12 +1,12 @@
 //! Parser of standard unified diffs (`diff -u`, `git diff`, `git
 //! format-patch`): several files, `/dev/null` for added and deleted files,
-//! git extended headers (new/deleted file mode, renames), `\ No newline at
-//! end of file` markers. Text outside the file sections (commit messages,
+//! git extended headers (new/deleted file mode, old/new mode, renames),
+//! `\ No newline at end of file` markers. Text outside the file sections (commit messages,
 //! `index` lines, signatures) is ignored. Hunk line counts are trusted, but
 //! a hunk cut short by the next hunk or file, or longer than its header
 //! says, is accepted as written.
 
-use super::{FileOp, Hunk, HunkLine, PatchError, normalize_path};
+use super::{FileMode, FileOp, Hunk, HunkLine, PatchError, normalize_path};
 
 /// A parsed `@@ -l,s +l,s @@ section` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +65,8 @@ struct Section {
     rename_to: Option<String>,
     new_file: bool,
     deleted: bool,
+    /// `new mode` or `new file mode`: what the file's mode becomes.
+    mode: Option<FileMode>,
     headers: Option<(String, String)>,
     hunks: Vec<Hunk>,
 }
@@ -129,10 +131,19 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
                 s.rename_from = Some(unquote(p.trim_end()));
             } else if let Some(p) = line.strip_prefix("rename to ") {
                 s.rename_to = Some(unquote(p.trim_end()));
-            } else if line.starts_with("new file mode") {
+            } else if let Some(mode) = line.strip_prefix("new file mode") {
                 s.new_file = true;
-            } else if line.starts_with("deleted file mode") {
+                s.mode = Some(FileMode::from_git(mode).map_err(|e| err(i, e))?);
+            } else if let Some(mode) = line.strip_prefix("deleted file mode") {
                 s.deleted = true;
+                FileMode::from_git(mode).map_err(|e| err(i, e))?;
+            } else if let Some((old, mode)) = git_mode_line(s, line) {
+                // The old mode is checked, not compared: what changes is
+                // the file as it is now.
+                let mode = FileMode::from_git(mode).map_err(|e| err(i, e))?;
+                if !old {
+                    s.mode = Some(mode);
+                }
             } else if line.starts_with("copy from ") || line.starts_with("copy to ") {
                 return Err(err(
                     i,
@@ -151,6 +162,19 @@ pub fn parse_lines(lines: &[&str], offset: usize) -> Result<Vec<FileOp>, PatchEr
     }
     finish(section, &mut ops, offset)?;
     Ok(ops)
+}
+
+/// `old mode M` / `new mode M` among a git section's extended headers
+/// (before its `---`/`+++` lines, so a commit message or a trailer that
+/// happens to start so is not read as one): (whether it is the old one, M).
+fn git_mode_line<'l>(s: &Section, line: &'l str) -> Option<(bool, &'l str)> {
+    if s.git.is_none() || s.headers.is_some() || !s.hunks.is_empty() {
+        return None;
+    }
+    if let Some(mode) = line.strip_prefix("old mode") {
+        return Some((true, mode));
+    }
+    line.strip_prefix("new mode").map(|mode| (false, mode))
 }
 
 /// Parses a hunk body starting at `start`; returns the hunk and the index
@@ -273,6 +297,7 @@ fn finish(
             ops.push(FileOp::Add {
                 path: normalize_path(&path)?,
                 content,
+                mode: s.mode,
             });
             Ok(())
         }
@@ -294,13 +319,14 @@ fn finish(
                 // Without rename headers the new name is the file to change.
                 (false, _, _) => (normalize_path(&new)?, None),
             };
-            if s.hunks.is_empty() && move_to.is_none() {
-                return Ok(()); // a mode change only
+            if s.hunks.is_empty() && move_to.is_none() && s.mode.is_none() {
+                return Ok(()); // a section that changes nothing (`index` only)
             }
             ops.push(FileOp::Update {
                 path,
                 move_to,
                 hunks: s.hunks,
+                mode: s.mode,
             });
             Ok(())
         }

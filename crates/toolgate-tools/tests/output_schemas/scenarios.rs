@@ -10,7 +10,7 @@ use crate::Runtime;
 /// `read` (text, paged, empty, CRLF with BOM, mixed endings, a long line,
 /// invalid UTF-8, an image, a binary file, a file too large to count),
 /// `write`, `edit` (each match pass, dry run, several edits, CRLF),
-/// `apply_patch` (add, update, delete, move, dry run, unified diff),
+/// `apply_patch` (add, update, delete, move, dry run, unified diff, modes),
 /// `grep` (each mode, paged, no match, one file), `find` and `ls`.
 pub async fn file_tools(rt: &mut Runtime) {
     let lines: String = (1..=30).map(|i| format!("line {i}\n")).collect();
@@ -128,6 +128,10 @@ pub async fn file_tools(rt: &mut Runtime) {
             *** Update File: patch/spaces.txt\n@@\n one\n-two\n+TWO\n three\n\
             *** End Patch\n", "dry_run": true}),
         json!({"patch": "--- a/patch/old.txt\n+++ b/patch/old.txt\n@@ -1,3 +1,3 @@\n alpha\n-BETA\n+beta\n gamma\n"}),
+        // git modes: a file made executable, a new executable file.
+        json!({"patch": "diff --git a/patch/old.txt b/patch/old.txt\nold mode 100644\nnew mode 100755\n\
+            diff --git a/patch/run.sh b/patch/run.sh\nnew file mode 100755\n--- /dev/null\n\
+            +++ b/patch/run.sh\n@@ -0,0 +1 @@\n+true\n"}),
     ];
     for args in patches {
         rt.check("apply_patch", args).await;

@@ -38,7 +38,8 @@ fn full_example() {
         got[0],
         FileOp::Add {
             path: "path/new.txt".into(),
-            content: "line one\nline two\n".into()
+            content: "line one\nline two\n".into(),
+            mode: None,
         }
     );
     assert_eq!(
@@ -51,6 +52,7 @@ fn full_example() {
         path,
         move_to,
         hunks,
+        ..
     } = &got[2]
     else {
         panic!("not an update")
@@ -141,7 +143,8 @@ fn update_without_hunks() {
         vec![FileOp::Update {
             path: "x".into(),
             move_to: Some("y".into()),
-            hunks: vec![]
+            hunks: vec![],
+            mode: None,
         }]
     );
 }
@@ -164,11 +167,13 @@ fn add_file_rules() {
         vec![
             FileOp::Add {
                 path: "e.txt".into(),
-                content: String::new()
+                content: String::new(),
+                mode: None,
             },
             FileOp::Add {
                 path: "b.txt".into(),
-                content: "a\n\nb\n".into()
+                content: "a\n\nb\n".into(),
+                mode: None,
             },
         ]
     );

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::parse_range;
-use crate::patch::{FileOp, HunkLine, PatchFormat, apply_hunks, parse};
+use crate::patch::{FileMode, FileOp, HunkLine, PatchFormat, apply_hunks, parse};
 use pretty_assertions::assert_eq;
 
 fn ops(text: &str) -> Vec<FileOp> {
@@ -40,6 +40,7 @@ index 123..456 100644
         path,
         move_to,
         hunks,
+        ..
     } = &got[0]
     else {
         panic!()
@@ -108,14 +109,16 @@ index e69de29..0000000
         vec![
             FileOp::Add {
                 path: "n.txt".into(),
-                content: "one\ntwo".into()
+                content: "one\ntwo".into(),
+                mode: Some(FileMode::Regular),
             },
             FileOp::Delete {
                 path: "d.txt".into()
             },
             FileOp::Add {
                 path: "empty".into(),
-                content: String::new()
+                content: String::new(),
+                mode: Some(FileMode::Regular),
             },
             FileOp::Delete {
                 path: "olde".into()
@@ -146,13 +149,15 @@ rename to q.txt
         FileOp::Update {
             path: "old.txt".into(),
             move_to: Some("new.txt".into()),
-            hunks: vec![]
+            hunks: vec![],
+            mode: None,
         }
     );
     let FileOp::Update {
         path,
         move_to,
         hunks,
+        ..
     } = &got[1]
     else {
         panic!()
@@ -240,10 +245,109 @@ fn errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("binary patches are not supported"), "{e}");
-    let e = parse("diff --git a/x b/x\nold mode 100644\nnew mode 100755\n")
+    // A section that changes nothing (only an `index` line) is no operation.
+    let e = parse("diff --git a/x b/x\nindex 123..456 100644\n")
         .unwrap_err()
         .to_string();
     assert!(e.contains("no file operations"), "{e}");
+}
+
+#[test]
+fn git_mode_changes_alone_with_hunks_and_with_renames() {
+    let update = |path: &str, move_to: Option<&str>, hunks: usize, mode| {
+        (path.to_owned(), move_to.map(str::to_owned), hunks, mode)
+    };
+    let summary = |text: &str| -> Vec<_> {
+        ops(text)
+            .into_iter()
+            .map(|op| match op {
+                FileOp::Update {
+                    path,
+                    move_to,
+                    hunks,
+                    mode,
+                } => (path, move_to, hunks.len(), mode),
+                FileOp::Add { path, mode, .. } => (path, Some("(added)".into()), 0, mode),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let text = "diff --git a/run.sh b/run.sh
+old mode 100644
+new mode 100755
+diff --git a/lib.sh b/lib.sh
+old mode 100755
+new mode 100644
+index 111..222
+--- a/lib.sh
++++ b/lib.sh
+@@ -1 +1 @@
+-a
++b
+diff --git a/old.sh b/bin/new.sh
+old mode 100644
+new mode 100755
+similarity index 100%
+rename from old.sh
+rename to bin/new.sh
+diff --git a/tool b/tool
+new file mode 100755
+index 0000000..333
+--- /dev/null
++++ b/tool
+@@ -0,0 +1 @@
++#!/bin/sh
+";
+    assert_eq!(
+        summary(text),
+        vec![
+            update("run.sh", None, 0, Some(FileMode::Executable)),
+            update("lib.sh", None, 1, Some(FileMode::Regular)),
+            update("old.sh", Some("bin/new.sh"), 0, Some(FileMode::Executable)),
+            update("tool", Some("(added)"), 0, Some(FileMode::Executable)),
+        ]
+    );
+    // After a section's `---`/`+++` lines a line that reads like a mode
+    // header is not one (it ends the hunk, as any trailer does).
+    let text = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\nnew mode 100755\n";
+    assert_eq!(summary(text), vec![update("f", None, 1, None)]);
+}
+
+#[test]
+fn modes_other_than_the_two_regular_ones_are_refused_by_line() {
+    for (text, line, mode) in [
+        (
+            "diff --git a/l b/l\nold mode 100644\nnew mode 120000\n",
+            3,
+            "\"120000\" (a symbolic link)",
+        ),
+        (
+            "diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+target\n",
+            2,
+            "\"120000\" (a symbolic link)",
+        ),
+        (
+            "diff --git a/s b/s\ndeleted file mode 160000\n",
+            2,
+            "\"160000\" (a git submodule)",
+        ),
+        (
+            "diff --git a/x b/x\nold mode 100644\nnew mode 104755\n",
+            3,
+            "\"104755\" is",
+        ),
+        (
+            "diff --git a/x b/x\nold mode 100664\nnew mode 100644\n",
+            2,
+            "\"100664\" is",
+        ),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("apply_patch: line {line}: the mode {mode}")),
+            "{text:?}: {e}"
+        );
+    }
 }
 
 #[test]
