@@ -61,7 +61,7 @@ pub struct RootScan {
 /// The walk read more entries than its budget allows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{}` holds more than {budget} directory entries, too many to search for nested git repositories before every command; use narrower roots (the project directory, without large generated trees)",
+    "`{}` holds more than {budget} directory entries (or directories deeper than {MAX_DEPTH} levels or {MAX_PATH_BYTES} bytes), too many to search for nested git repositories before every command; use narrower roots (the project directory, without large generated trees)",
     root.display()
 )]
 pub struct ScanTooLarge {
@@ -74,6 +74,11 @@ pub struct ScanTooLarge {
 /// How many directories deep the walk goes before it gives up (it holds
 /// one open directory per level). Past it the run is refused too.
 pub const MAX_DEPTH: usize = 256;
+
+/// The longest directory path the walk accepts: a mask needs an absolute
+/// path the kernel takes (PATH_MAX is 4096), with room for the names below
+/// it. Past it the run is refused too.
+pub const MAX_PATH_BYTES: usize = 3800;
 
 /// Where the walk reads directories from: the real filesystem, or a
 /// fixture in tests.
@@ -132,6 +137,9 @@ pub fn scan_root<S: DirSource>(
             scan.unlisted.push(path);
             continue;
         };
+        if path.as_os_str().len() > MAX_PATH_BYTES {
+            return Err(too_large());
+        }
         if let Some(frame) = visit(&mut scan, &mut seen, source, path, dir) {
             if stack.len() >= MAX_DEPTH {
                 return Err(too_large());
@@ -190,6 +198,136 @@ fn visit<S: DirSource>(
         .map(|(name, _)| name)
         .collect();
     Some(Frame { path, dir, pending })
+}
+
+/// [`scan_root`] over the real filesystem on `threads` threads: the same
+/// walk and the same findings (in another order), for large trees on
+/// machines with several cores.
+///
+/// Directories are opened by their full path with `RESOLVE_NO_SYMLINKS`
+/// (no worker holds its parent open): a directory swapped for a symlink
+/// while the walk runs is not followed but recorded as unlisted, which the
+/// plan then refuses to protect through.
+pub fn scan_root_parallel(
+    root: &Path,
+    budget: usize,
+    threads: usize,
+) -> Result<RootScan, ScanTooLarge> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+
+    if threads <= 1 {
+        return scan_root(root, budget, &RealDirs);
+    }
+    /// Directories still to visit (with their depth) and how many are
+    /// taken but not finished.
+    struct Work {
+        queue: Vec<(PathBuf, usize)>,
+        in_flight: usize,
+    }
+    let work = Mutex::new(Work {
+        queue: vec![(root.to_owned(), 0)],
+        in_flight: 1,
+    });
+    let wake = Condvar::new();
+    let seen = AtomicUsize::new(0);
+    let too_large = AtomicBool::new(false);
+    let worker = || -> RootScan {
+        let mut scan = RootScan::default();
+        loop {
+            let (path, depth) = {
+                let Ok(mut guard) = work.lock() else {
+                    too_large.store(true, Ordering::SeqCst);
+                    return scan;
+                };
+                loop {
+                    if too_large.load(Ordering::SeqCst) {
+                        return scan;
+                    }
+                    if let Some(next) = guard.queue.pop() {
+                        break next;
+                    }
+                    if guard.in_flight == 0 {
+                        return scan;
+                    }
+                    guard = match wake.wait(guard) {
+                        Ok(g) => g,
+                        Err(_) => {
+                            too_large.store(true, Ordering::SeqCst);
+                            return scan;
+                        }
+                    };
+                }
+            };
+            let mut children = Vec::new();
+            if depth > MAX_DEPTH || path.as_os_str().len() > MAX_PATH_BYTES {
+                too_large.store(true, Ordering::SeqCst);
+            } else if let Some(dir) = open_beneath_no_symlinks(&path) {
+                let mut count = 0;
+                if let Some(frame) = visit(&mut scan, &mut count, &RealDirs, path.clone(), dir) {
+                    children = frame
+                        .pending
+                        .into_iter()
+                        .map(|name| (path.join(name), depth + 1))
+                        .collect();
+                }
+                if seen.fetch_add(count, Ordering::SeqCst) + count > budget {
+                    too_large.store(true, Ordering::SeqCst);
+                }
+            } else {
+                scan.unlisted.push(path);
+            }
+            let Ok(mut guard) = work.lock() else {
+                too_large.store(true, Ordering::SeqCst);
+                return scan;
+            };
+            guard.in_flight = guard.in_flight + children.len() - 1;
+            guard.queue.extend(children);
+            drop(guard);
+            wake.notify_all();
+        }
+    };
+    let scans: Vec<RootScan> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(worker)).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    if too_large.load(Ordering::SeqCst) {
+        return Err(ScanTooLarge {
+            root: root.to_owned(),
+            budget,
+        });
+    }
+    let mut merged = RootScan::default();
+    for scan in scans {
+        merged.repos.extend(scan.repos);
+        merged.unlisted.extend(scan.unlisted);
+    }
+    merged.repos.sort();
+    merged.unlisted.sort();
+    Ok(merged)
+}
+
+/// Opens a directory by its absolute path, refusing a symlink anywhere on
+/// the way (openat2 `RESOLVE_NO_SYMLINKS`; without openat2, `O_NOFOLLOW`
+/// on the last component only, as the sequential walk's first open).
+fn open_beneath_no_symlinks(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{CWD, Mode, ResolveFlags};
+    match rustix::fs::openat2(
+        CWD,
+        path,
+        dir_flags(),
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    ) {
+        Ok(fd) => Some(fd),
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::openat(CWD, path, dir_flags(), Mode::empty()).ok()
+        }
+        Err(_) => None,
+    }
 }
 
 /// The real filesystem: directories opened relative to their parent
@@ -347,6 +485,37 @@ mod tests {
                 unlisted: vec!["/r/secret".into()],
             }
         );
+    }
+
+    #[test]
+    fn the_parallel_walk_finds_what_the_sequential_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for made in [
+            "a/b/c/.git/hooks",
+            "a/b/d",
+            "node_modules/x/.git",
+            "bare.git/objects",
+            "bare.git/refs",
+            "deep/1/2/3/4/5/6",
+            "sub/inner",
+        ] {
+            std::fs::create_dir_all(root.join(made)).unwrap();
+        }
+        std::fs::write(root.join("bare.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join("sub/.git"), "gitdir: ../bare.git\n").unwrap();
+        std::os::unix::fs::symlink("../a", root.join("deep/1/.git")).unwrap();
+        let mut sequential = scan_root(&root, 1000, &RealDirs).unwrap();
+        sequential.repos.sort();
+        sequential.unlisted.sort();
+        assert_eq!(sequential.repos.len(), 5, "{sequential:?}");
+        for threads in [2, 3, 8] {
+            assert_eq!(
+                scan_root_parallel(&root, 1000, threads).unwrap(),
+                sequential
+            );
+        }
+        assert!(scan_root_parallel(&root, 5, 2).is_err());
     }
 
     #[test]

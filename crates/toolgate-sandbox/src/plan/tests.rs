@@ -86,7 +86,7 @@ impl HostView for Fixture {
     }
 
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
-        scan_root(root, self.scan_budget.unwrap_or(budget), self)
+        crate::repos::scan_root(root, self.scan_budget.unwrap_or(budget), self)
     }
 }
 
@@ -143,7 +143,6 @@ fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
         write: spec.writable_roots.clone(),
         env_fd: Some(3),
         egress_socket: (spec.network == NetworkMode::Proxy).then(|| EGRESS_SOCKET_PATH.into()),
-        lifeline_fd: None,
     }
 }
 
