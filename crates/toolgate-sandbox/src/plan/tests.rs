@@ -143,6 +143,7 @@ fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
         write: spec.writable_roots.clone(),
         env_fd: Some(3),
         egress_socket: (spec.network == NetworkMode::Proxy).then(|| EGRESS_SOCKET_PATH.into()),
+        lifeline_fd: None,
     }
 }
 
