@@ -22,8 +22,9 @@ use toolgate_sandbox::runner::{Attach, ExecOutcome, Stream};
 use crate::facts_schema;
 use crate::fs::{Fs, workspace_error};
 
-/// Most bytes of a command's combined output kept for the output file.
-const FULL_OUTPUT_CAP: usize = 64 << 20;
+mod saved;
+
+pub(crate) use saved::FullOutput;
 
 /// How the runtime tools run commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,8 +110,9 @@ const DESCRIPTION: &str = "Run a shell script (`bash -c`) in the sandbox: writes
 the workspace, the network is off unless the policy opens it, and the whole process group is \
 killed at the timeout (default 120 s). Use it to build, test, run programs and use tools that \
 have no dedicated tool. Returns stdout, stderr, the exit code (a non-zero exit is a normal \
-result), the signal and whether it timed out; a long output keeps its head and tail and the \
-whole of it is saved to a file whose path is given. Prefer read, grep, find, ls and edit for \
+result), the signal and whether it timed out; a long output keeps its head and tail and is \
+saved to a file whose path is given (up to 8 MiB of its start and 8 MiB of its end; the result \
+says which lines the file holds). Prefer read, grep, find, ls and edit for \
 files; use process_start for servers and watchers that keep running.";
 
 #[async_trait]
@@ -180,9 +182,9 @@ impl TypedTool for BashTool {
 
 /// The text and the structured facts of a finished command, shared by the
 /// command tools: stdout then stderr, bounded to the read limits (head and
-/// tail) with the whole output saved as `{output_dir}/{prefix}-{call}.log`
-/// when anything was cut, and a status line that never loses the exit
-/// status.
+/// tail) with the output saved as `{output_dir}/{prefix}-{call}.log` when
+/// anything was cut (all of it, or its first and last lines: the text and
+/// the facts say which), and a status line that never loses the exit status.
 pub(crate) async fn command_result(
     fs: &Fs,
     output_dir: &str,
@@ -210,7 +212,8 @@ pub(crate) async fn command_result(
     let bounded = caps.bound(&text);
     let cut = bounded.truncated() || run.stdout_truncated || run.stderr_truncated;
     let mut text = bounded.text;
-    let (lines, stdout_bytes, stderr_bytes) = (full.lines, full.stdout_bytes, full.stderr_bytes);
+    let (stdout_bytes, stderr_bytes) = (full.stdout_bytes, full.stderr_bytes);
+    let keeps = full.keeps();
     let saved = if cut {
         Some(save_output(fs, output_dir, prefix, call_id, full).await?)
     } else {
@@ -220,10 +223,7 @@ pub(crate) async fn command_result(
         text.push('\n');
     }
     if let Some(path) = &saved {
-        let _ = writeln!(
-            text,
-            "[output cut; the whole of it ({lines} lines) is in {path}: read or grep it]"
-        );
+        let _ = writeln!(text, "[output cut; {}]", keeps.describe(path));
     }
     let status = if run.timed_out {
         format!(
@@ -245,6 +245,7 @@ pub(crate) async fn command_result(
         "stderr_bytes": stderr_bytes,
         "truncated": cut,
         "output_file": saved,
+        "output_file_keeps": saved.as_ref().map(|_| keeps.json()),
     });
     Ok((text, structured))
 }
@@ -280,14 +281,15 @@ pub(crate) fn command_facts_schema(backend: Value) -> Value {
             },
             "truncated": {
                 "type": "boolean",
-                "description": "The output shown was cut (head and tail kept); the whole of it \
-                                is in output_file.",
+                "description": "The output shown was cut (head and tail kept); the output is \
+                                in output_file (all of it, or what output_file_keeps says).",
             },
             "output_file": {
                 "type": ["string", "null"],
-                "description": "When truncated: the workspace file holding the whole output, \
-                                to read or grep; else null.",
+                "description": "When truncated: the workspace file holding the output, to \
+                                read or grep; else null.",
             },
+            "output_file_keeps": output_file_keeps_schema(),
             "backend": backend,
         }),
         &[
@@ -299,12 +301,42 @@ pub(crate) fn command_facts_schema(backend: Value) -> Value {
             "stderr_bytes",
             "truncated",
             "output_file",
+            "output_file_keeps",
             "backend",
         ],
     )
 }
 
-/// Saves the whole output in the output directory; returns its path as the
+/// The `output_file_keeps` fact: what the output file holds.
+fn output_file_keeps_schema() -> Value {
+    let mut keeps = facts_schema::object(
+        json!({
+            "complete": {
+                "type": "boolean",
+                "description": "The file holds every line of the output.",
+            },
+            "lines": {"type": "integer", "description": "Lines of output in all."},
+            "bytes": {"type": "integer", "description": "Bytes of output in all."},
+            "kept_lines": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "integer"}},
+                "description": "The ranges of line numbers the file holds, [first, last], \
+                                1-based; between two ranges the file has one marker line.",
+            },
+            "kept_bytes": {"type": "integer", "description": "Bytes of output the file holds."},
+        }),
+        &["complete", "lines", "bytes", "kept_lines", "kept_bytes"],
+    );
+    keeps["type"] = json!(["object", "null"]);
+    keeps["description"] = json!(
+        "When truncated: what output_file holds of the combined output (stdout and stderr \
+         lines in arrival order, each line cut to its first 64 KiB): all of it, or whole \
+         lines of its first and last 8 MiB; else null."
+    );
+    keeps
+}
+
+/// Saves the kept output in the output directory; returns its path as the
 /// model should use it.
 async fn save_output(
     fs: &Fs,
@@ -315,10 +347,7 @@ async fn save_output(
 ) -> Result<String, ToolError> {
     let path = format!("{output_dir}/{prefix}-{call_id}.log");
     let place = fs.locate(&path)?;
-    let mut bytes = full.text.into_bytes();
-    if full.capped {
-        bytes.extend_from_slice(b"\n[toolgate kept only the first 64 MiB of output]\n");
-    }
+    let bytes = full.into_file();
     let jail = place.jail.clone();
     let rel = place.rel.clone();
     crate::fs::blocking(move || {
@@ -361,33 +390,6 @@ pub(crate) fn egress_to(progress: &Progress) -> Attach {
     Attach {
         egress_records: Some(records),
         ..Attach::default()
-    }
-}
-
-/// The combined output in arrival order, for the output file.
-#[derive(Default)]
-pub(crate) struct FullOutput {
-    text: String,
-    lines: u64,
-    stdout_bytes: u64,
-    stderr_bytes: u64,
-    capped: bool,
-}
-
-impl FullOutput {
-    pub(crate) fn push(&mut self, stream: Stream, line: &str) {
-        let bytes = line.len() as u64 + 1;
-        match stream {
-            Stream::Stdout => self.stdout_bytes += bytes,
-            Stream::Stderr => self.stderr_bytes += bytes,
-        }
-        self.lines += 1;
-        if self.text.len() + line.len() < FULL_OUTPUT_CAP {
-            self.text.push_str(line);
-            self.text.push('\n');
-        } else {
-            self.capped = true;
-        }
     }
 }
 

@@ -194,6 +194,7 @@ pub async fn runtime_tools(rt: &mut Runtime) {
     for args in [
         json!({"command": "echo host"}),
         json!({"command": "exit 2"}),
+        json!({"command": "seq 1 5000"}),
     ] {
         rt.check("elevated", args).await;
     }
