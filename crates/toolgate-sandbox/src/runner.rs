@@ -234,7 +234,14 @@ pub struct Attach {
     /// In network mode `proxy`: also receives this run's connection records
     /// (besides the sandbox's own sink), so a tool can report them as its call's.
     pub egress_records: Option<crate::proxy::EventSink>,
+    /// Every chunk of stdout and stderr as read, raw and unsplit, for a tool that
+    /// records the output itself (as `2>&1` would); with it the line callback is not
+    /// called. It runs on the reading task: it must not block.
+    pub raw_output: Option<RawOutput>,
 }
+
+/// A consumer of raw output chunks (see [`Attach::raw_output`]).
+pub type RawOutput = std::sync::Arc<dyn Fn(Stream, &[u8]) + Send + Sync>;
 
 impl std::fmt::Debug for Attach {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -242,6 +249,7 @@ impl std::fmt::Debug for Attach {
             .field("stdin", &self.stdin.is_some())
             .field("spawned", &self.spawned.is_some())
             .field("egress_records", &self.egress_records.is_some())
+            .field("raw_output", &self.raw_output.is_some())
             .finish()
     }
 }
@@ -288,8 +296,10 @@ pub async fn run_attached(
     // is killed while the unreaped child still holds the group id.
     let mut supervisor = Supervisor::new(&child, &request, started)?;
     let mut outputs = Outputs {
-        stdout: OutputStream::new(child.stdout.take(), request.max_output_bytes),
-        stderr: OutputStream::new(child.stderr.take(), request.max_output_bytes),
+        stdout: OutputStream::new(child.stdout.take(), request.max_output_bytes)
+            .tap(attach.raw_output.clone(), Stream::Stdout),
+        stderr: OutputStream::new(child.stderr.take(), request.max_output_bytes)
+            .tap(attach.raw_output, Stream::Stderr),
     };
     let feed = feed_stdin(
         child.stdin.take(),

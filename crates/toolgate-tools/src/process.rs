@@ -1,19 +1,29 @@
 //! Background processes of one agent: dev servers, watchers, long builds.
 //!
 //! Each runs as its own `bash -c` in the sandbox, like `bash`, but the call
-//! returns at once with the pid; the output goes to `<pid>.log` in a
-//! private directory of the table (`<log dir>/toolgate-proc-<toolgate
-//! pid>-<n>/`, mode 0700) and stdin stays open for `process_write`. The
-//! table is per agent: a pid another agent started is unknown here. Every
-//! process is killed when its table is dropped, that is when toolgate
-//! stops, and the directory with its output files is removed then.
+//! returns at once with the pid; stdout and stderr go, as `2>&1` would, to
+//! `<pid>.log` in a private directory of the table (see `dirs`), and stdin
+//! stays open for `process_write`. The table is per agent: a pid another
+//! agent started is unknown here.
+//!
+//! Bounds, so that no agent fills the disk or toolgate's memory: each log
+//! keeps the first and the latest bytes of its output (see `log`), all logs
+//! of the server share one cap (see `budget`), an ended process's log is
+//! removed a while after it was read to the end (or after a longer
+//! retention), and the table forgets the oldest ended processes beyond
+//! [`ProcessConfig::keep_ended`]. Every process is killed when its table is
+//! dropped, that is when toolgate stops, and the directory with its output
+//! files is removed then; a toolgate killed outright leaves both to the
+//! lifeline (see `toolgate_sandbox::runner`) and to the next start.
 
+mod budget;
+mod dirs;
 mod host;
+mod log;
 mod tools;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -23,9 +33,11 @@ use toolgate_core::ToolError;
 use toolgate_sandbox::SandboxCommand;
 use toolgate_sandbox::runner::Attach;
 
+use self::log::{ProcessLog, Removed};
 use crate::facts_schema;
 use crate::fs::{Fs, workspace_error};
 
+pub use self::budget::{DEFAULT_LOGS_TOTAL_BYTES, LogBudget};
 pub use self::tools::{
     ProcessKillTool, ProcessListTool, ProcessReadTool, ProcessStartTool, ProcessWriteTool,
 };
@@ -37,12 +49,29 @@ pub struct ProcessConfig {
     /// Processes running at once.
     pub max_running: usize,
     /// Where each table makes the private directory of its output files
-    /// (outside the workspace).
+    /// (outside the workspace): the `toolgate` binary uses
+    /// `<state dir>/processes`; the default here is the temp dir.
     pub log_dir: PathBuf,
     /// A process still running after this long is stopped.
     pub max_lifetime: Duration,
     /// Time between TERM and KILL in `process_kill`.
     pub kill_grace: Duration,
+    /// Bytes of the start of each process's output its log keeps (4 MiB).
+    pub log_head_bytes: u64,
+    /// Bytes of the latest output each log keeps besides the head, a rolling
+    /// window (12 MiB).
+    pub log_tail_bytes: u64,
+    /// The cap of all logs together (by default [`LogBudget::server`], 256 MiB
+    /// shared by every table of this process).
+    pub log_budget: LogBudget,
+    /// How long an ended process's log is kept once it was read to the end (5 min).
+    pub read_log_retention: Duration,
+    /// How long an ended process's log is kept when it was never read to the
+    /// end (1 h).
+    pub ended_log_retention: Duration,
+    /// Ended processes the table remembers; older ones are forgotten, with
+    /// their logs (64).
+    pub keep_ended: usize,
 }
 
 impl Default for ProcessConfig {
@@ -52,6 +81,12 @@ impl Default for ProcessConfig {
             log_dir: std::env::temp_dir(),
             max_lifetime: Duration::from_secs(24 * 3600),
             kill_grace: Duration::from_secs(3),
+            log_head_bytes: 4 << 20,
+            log_tail_bytes: 12 << 20,
+            log_budget: LogBudget::server(),
+            read_log_retention: Duration::from_secs(5 * 60),
+            ended_log_retention: Duration::from_secs(3600),
+            keep_ended: 64,
         }
     }
 }
@@ -110,10 +145,13 @@ pub(crate) struct Entry {
     /// The kernel's start time of `pid` (in clock ticks since boot): a pid
     /// whose start time differs is another process that reused the number.
     pub start_ticks: Option<u64>,
-    pub log: PathBuf,
+    pub log: Arc<ProcessLog>,
     stdin: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     state: Mutex<ProcessState>,
-    /// Wakes readers waiting for output or for the end.
+    /// When it ended, for forgetting the oldest ended processes first.
+    ended_at: Mutex<Option<std::time::Instant>>,
+    /// Wakes readers waiting for output or for the end, and the retention of the
+    /// log when it was read to the end.
     pub changed: Arc<Notify>,
 }
 
@@ -202,7 +240,7 @@ impl Processes {
         if let Some(dir) = slot.as_ref() {
             return Ok(dir.clone());
         }
-        let dir = create_private_dir(&self.config.log_dir)?;
+        let dir = dirs::create_private_dir(&self.config.log_dir)?;
         *slot = Some(dir.clone());
         Ok(dir)
     }
@@ -216,7 +254,10 @@ impl Processes {
         let table = self.table.lock().map_err(|_| internal())?;
         table.get(&pid).cloned().ok_or_else(|| {
             ToolError::Failed(format!(
-                "pid {pid} is not a process this agent started; process_list shows yours"
+                "pid {pid} is not a process this agent started (or one that ended long \
+                 ago and was forgotten: the table keeps the last {} ended ones); \
+                 process_list shows yours",
+                self.config.keep_ended
             ))
         })
     }
@@ -226,6 +267,52 @@ impl Processes {
             .lock()
             .map(|t| t.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Forgets the oldest ended processes beyond [`ProcessConfig::keep_ended`],
+    /// removing their logs.
+    fn forget_oldest_ended(&self) {
+        let Ok(mut table) = self.table.lock() else {
+            return;
+        };
+        let mut ended: Vec<(std::time::Instant, u32)> = table
+            .values()
+            .filter_map(|e| Some((e.ended_at.lock().ok().and_then(|t| *t)?, e.pid)))
+            .collect();
+        if ended.len() <= self.config.keep_ended {
+            return;
+        }
+        ended.sort_unstable();
+        let excess = ended.len() - self.config.keep_ended;
+        for (_, pid) in ended.into_iter().take(excess) {
+            if let Some(entry) = table.remove(&pid) {
+                entry.log.remove(Removed::Forgotten);
+            }
+        }
+    }
+
+    /// A new log in the table's directory, with what the server's budget grants
+    /// of the configured caps (the head first: the start-up is what is asked for
+    /// most when something went wrong).
+    fn new_log(&self) -> Result<Arc<ProcessLog>, ToolError> {
+        let (head, tail) = (self.config.log_head_bytes, self.config.log_tail_bytes);
+        let granted = self.config.log_budget.lease(head.saturating_add(tail));
+        let head = head.min(granted);
+        let tail = granted - head;
+        let made = self.log_dir().and_then(|dir| dirs::create_log(&dir));
+        match made {
+            Ok((path, file)) => Ok(Arc::new(ProcessLog::new(
+                path,
+                file,
+                head,
+                tail,
+                self.config.log_budget.clone(),
+            ))),
+            Err(e) => {
+                self.config.log_budget.release(granted);
+                Err(e)
+            }
+        }
     }
 
     /// Starts `command` in the background; returns once it runs.
@@ -242,7 +329,10 @@ impl Processes {
                  process_kill first"
             )));
         }
+        self.forget_oldest_ended();
         let mut sandboxed = SandboxCommand::shell(command).timeout(self.config.max_lifetime);
+        // Nothing of the output is kept in memory: the log has it.
+        sandboxed.max_output_bytes = 0;
         // No `pass_env` here: nothing of the host's reaches a process.
         crate::bash::check_command_env(&crate::RuntimeConfig::default(), env, &[])?;
         for (name, value) in env {
@@ -251,32 +341,33 @@ impl Processes {
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>(64);
         let (pid_tx, pid_rx) = oneshot::channel();
         // The output file exists before the process does (under a name of
-        // its own), so not a line is lost; it is renamed after the pid.
-        let log_dir = self.log_dir()?;
-        let (starting, mut log_file) = create_log(&log_dir)?;
+        // its own), so not a byte is lost; it is renamed after the pid.
+        let log = self.new_log()?;
         let changed = Arc::new(Notify::new());
         let workspace = self.fs.workspace().clone();
         let cwd = cwd.map(PathBuf::from);
-        let wake = changed.clone();
+        let (writer, wake) = (log.clone(), changed.clone());
+        // Raw chunks of both streams in arrival order, as `2>&1` would write
+        // them; the log bounds itself, so a flood is dropped, never queued.
+        let raw_output: toolgate_sandbox::runner::RawOutput = Arc::new(move |_stream, chunk| {
+            writer.write(chunk);
+            wake.notify_waiters();
+        });
         let task = tokio::spawn(async move {
             let attach = Attach {
                 stdin: Some(stdin_rx),
                 spawned: Some(pid_tx),
+                raw_output: Some(raw_output),
                 ..Attach::default()
             };
-            let mut on_line = |_stream, line: &str| {
-                let _ = log_file.write_all(line.as_bytes());
-                let _ = log_file.write_all(b"\n");
-                wake.notify_waiters();
-            };
             workspace
-                .exec_attached(sandboxed, cwd.as_deref(), attach, &mut on_line)
+                .exec_attached(sandboxed, cwd.as_deref(), attach, &mut |_, _| {})
                 .await
         });
         let pid = match pid_rx.await {
             Ok(pid) => pid,
             Err(_) => {
-                let _ = std::fs::remove_file(&starting);
+                log.remove(Removed::Forgotten);
                 // Never spawned: the task has the reason.
                 let result = task.await.map_err(|e| ToolError::Failed(e.to_string()))?;
                 return Err(match result {
@@ -285,9 +376,9 @@ impl Processes {
                 });
             }
         };
-        let log = log_dir.join(format!("{pid}.log"));
-        std::fs::rename(&starting, &log)
-            .map_err(|e| ToolError::Failed(format!("cannot name {}: {e}", log.display())))?;
+        let named = log.path().with_file_name(format!("{pid}.log"));
+        log.rename(named.clone())
+            .map_err(|e| ToolError::Failed(format!("cannot name {}: {e}", named.display())))?;
         let entry = Arc::new(Entry {
             pid,
             command: command.to_owned(),
@@ -296,6 +387,7 @@ impl Processes {
             log,
             stdin: Mutex::new(Some(stdin_tx)),
             state: Mutex::new(ProcessState::Running),
+            ended_at: Mutex::new(None),
             changed,
         });
         self.table
@@ -303,6 +395,11 @@ impl Processes {
             .map_err(|_| internal())?
             .insert(pid, entry.clone());
         let watcher = entry.clone();
+        let retention = (
+            self.config.read_log_retention,
+            self.config.ended_log_retention,
+        );
+        let budget = self.config.log_budget.clone();
         tokio::spawn(async move {
             let outcome = task.await;
             let state = match outcome {
@@ -318,16 +415,54 @@ impl Processes {
                     error: e.to_string(),
                 },
             };
+            // Nothing more is written: the log is put in order (a bounded copy)
+            // before anyone is told the process ended.
+            let log = watcher.log.clone();
+            let _ = tokio::task::spawn_blocking(move || log.finish()).await;
+            budget.ended(&watcher.log);
             if let Ok(mut slot) = watcher.state.lock() {
                 *slot = state;
+            }
+            if let Ok(mut ended) = watcher.ended_at.lock() {
+                *ended = Some(std::time::Instant::now());
             }
             if let Ok(mut stdin) = watcher.stdin.lock() {
                 stdin.take();
             }
             watcher.changed.notify_waiters();
+            keep_log_for(&watcher, retention.0, retention.1).await;
         });
         Ok(entry)
     }
+}
+
+/// Keeps an ended process's log `after_read` past the read that reached its end,
+/// at most `unread` past the end of the process; then removes it (the entry stays,
+/// with its exit status).
+async fn keep_log_for(entry: &Entry, after_read: Duration, unread: Duration) {
+    let ended = tokio::time::Instant::now();
+    let expired = ended + unread;
+    loop {
+        let changed = entry.changed.notified();
+        let read = entry.log.read_to_end_at().map(|at| {
+            let since = at.elapsed();
+            tokio::time::Instant::now() + after_read.saturating_sub(since)
+        });
+        let deadline = read.map_or(expired, |read| read.min(expired));
+        if entry.log.removed().is_some() {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => break,
+            () = changed => {}
+        }
+    }
+    let why = if entry.log.read_to_end_at().is_some() {
+        Removed::Read
+    } else {
+        Removed::Expired
+    };
+    entry.log.remove(why);
 }
 
 impl Drop for Processes {
@@ -335,61 +470,14 @@ impl Drop for Processes {
         // toolgate stops: every process goes with it.
         for entry in self.all() {
             let _ = entry.signal(rustix::process::Signal::KILL);
+            entry.log.remove(Removed::Forgotten);
         }
-        // And their output files: nothing of this table is left behind.
-        // (A writer still holding a log open writes to an unlinked file.)
+        // And their output files: nothing of this table is left behind (a
+        // process still being reaped finds its log removed and only counts).
         if let Some(dir) = self.logs.get_mut().ok().and_then(Option::take) {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-/// Makes a fresh directory in `base` that only its owner can enter.
-fn create_private_dir(base: &Path) -> Result<PathBuf, ToolError> {
-    use std::os::unix::fs::DirBuilderExt;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut last = None;
-    for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("toolgate-proc-{}-{n}", std::process::id()));
-        // Attack: a name planted in advance in a shared temp dir (a symlink,
-        // or a directory someone else owns). mkdir fails on anything there,
-        // so the directory used is always one this call made, 0700: nobody
-        // else can read the output or plant names inside it.
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(cannot_create(&dir, &e)),
-        }
-    }
-    let e = last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into());
-    Err(cannot_create(base, &e))
-}
-
-fn cannot_create(path: &Path, e: &std::io::Error) -> ToolError {
-    ToolError::Failed(format!(
-        "cannot create the output directory {}: {e}; check that the temp dir (TMPDIR) \
-         exists and is writable",
-        path.display()
-    ))
-}
-
-/// Creates a fresh output file in `dir`, readable by its owner only.
-fn create_log(dir: &Path) -> Result<(PathBuf, std::fs::File), ToolError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let path = dir.join(format!("starting-{n}.log"));
-    // create_new: a name planted in advance (a symlink) is never opened.
-    std::fs::OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .mode(0o600)
-        .open(&path)
-        .map(|file| (path.clone(), file))
-        .map_err(|e| ToolError::Failed(format!("cannot create {}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -407,9 +495,16 @@ mod tests {
             command: "sleep 1000".to_owned(),
             started: SystemTime::now(),
             start_ticks: recorded,
-            log: PathBuf::from("/nonexistent"),
+            log: Arc::new(ProcessLog::new(
+                PathBuf::from("/nonexistent"),
+                tempfile::tempfile().unwrap(),
+                0,
+                0,
+                LogBudget::new(0),
+            )),
             stdin: Mutex::new(None),
             state: Mutex::new(ProcessState::Running),
+            ended_at: Mutex::new(None),
             changed: Arc::new(Notify::new()),
         };
         let err = entry.signal(rustix::process::Signal::KILL).unwrap_err();

@@ -426,6 +426,9 @@ fn builtin_tools(settings: &Settings, env: &Environment) -> Result<Registry> {
         runtime.max_timeout = std::time::Duration::from_secs(secs);
     }
     let mut processes = process::ProcessConfig::default();
+    // Private to toolgate (0700), never the shared temp dir; leftovers of a
+    // server that was killed outright are swept there at the next start.
+    processes.log_dir = env.state_dir().join("processes");
     if let Some(max) = settings.tools.max_processes {
         processes.max_running = max;
     }

@@ -14,7 +14,7 @@ use toolgate_policy::{CallError, Executor, Policy};
 use toolgate_sandbox::egress::EgressRules;
 use toolgate_sandbox::proxy::StaticResolver;
 use toolgate_sandbox::{LocalWorkspace, NetworkMode, Sandbox, SandboxConfig};
-use toolgate_tools::process::ProcessConfig;
+use toolgate_tools::process::{LogBudget, ProcessConfig};
 use toolgate_tools::{Fs, Limits, RuntimeConfig, register_runtime_tools};
 
 struct Agent {
@@ -37,6 +37,19 @@ impl Agent {
         Agent::build(root, state, logs, max_running, sink, None)
     }
 
+    /// With the process table's bounds changed by `bounds`.
+    fn bounded(
+        root: &Path,
+        state: PathBuf,
+        logs: PathBuf,
+        bounds: impl FnOnce(&mut ProcessConfig),
+    ) -> Agent {
+        let mut processes = ProcessConfig::default();
+        processes.log_dir = logs;
+        bounds(&mut processes);
+        Agent::assemble(root, state, processes, Arc::new(|_: &ToolEvent| {}), None)
+    }
+
     /// With `egress`, commands reach the network only through the proxy
     /// and these rules (test names resolved by a static table).
     fn build(
@@ -44,6 +57,20 @@ impl Agent {
         state: PathBuf,
         logs: PathBuf,
         max_running: usize,
+        sink: Arc<dyn EventSink>,
+        egress: Option<(EgressRules, StaticResolver)>,
+    ) -> Agent {
+        let mut processes = ProcessConfig::default();
+        processes.max_running = max_running;
+        processes.log_dir = logs;
+        processes.kill_grace = Duration::from_secs(2);
+        Agent::assemble(root, state, processes, sink, egress)
+    }
+
+    fn assemble(
+        root: &Path,
+        state: PathBuf,
+        processes: ProcessConfig,
         sink: Arc<dyn EventSink>,
         egress: Option<(EgressRules, StaticResolver)>,
     ) -> Agent {
@@ -60,10 +87,6 @@ impl Agent {
             .unwrap()
             .network(network);
         let fs = Arc::new(Fs::new(Arc::new(ws), Limits::default()));
-        let mut processes = ProcessConfig::default();
-        processes.max_running = max_running;
-        processes.log_dir = logs;
-        processes.kill_grace = Duration::from_secs(2);
         let mut registry = Registry::new();
         register_runtime_tools(&mut registry, fs, RuntimeConfig::default(), processes).unwrap();
         let executor = Executor::builder(registry)
@@ -395,4 +418,185 @@ async fn every_connection_of_a_command_is_an_egress_event_of_its_call() {
             ("denied.test".to_owned(), false, "bash".to_owned(), false),
         ]
     );
+}
+
+impl Agent {
+    /// Polls `process_list` (bounded against hangs) until `pid`'s entry satisfies
+    /// `done`; returns the entry.
+    async fn list_until(&self, pid: &Value, done: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..400 {
+            let (_, facts) = self.ok("process_list", json!({})).await;
+            let entry = facts["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| &e["pid"] == pid)
+                .cloned()
+                .unwrap_or(Value::Null);
+            if done(&entry) {
+                return entry;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("process {pid} never got there");
+    }
+
+    async fn start(&self, command: &str) -> (Value, PathBuf) {
+        let (_, facts) = self
+            .ok("process_start", json!({ "command": command }))
+            .await;
+        let log = PathBuf::from(facts["output_file"].as_str().unwrap());
+        (facts["pid"].clone(), log)
+    }
+}
+
+fn ended(entry: &Value) -> bool {
+    entry["status"]["state"] == "exited"
+}
+
+fn removed(entry: &Value) -> bool {
+    entry["output"]["removed"].is_string()
+}
+
+#[tokio::test]
+async fn a_log_read_to_its_end_is_removed_a_while_later_and_the_exit_status_stays() {
+    let w = world();
+    let agent = Agent::bounded(&w.root, w.state.clone(), w.logs.clone(), |c| {
+        c.read_log_retention = Duration::from_millis(300);
+    });
+    let (pid, log) = agent.start("echo hello").await;
+    agent.list_until(&pid, ended).await;
+    // Not read yet: kept (the unread retention is an hour).
+    assert!(log.exists());
+    let (text, facts) = agent
+        .ok("process_read", json!({"pid": pid, "offset": 0}))
+        .await;
+    assert!(text.starts_with("hello\n"), "{text}");
+    assert_eq!(facts["more"], json!(false));
+    let entry = agent.list_until(&pid, removed).await;
+    assert!(!log.exists(), "the log outlived its retention");
+    assert_eq!(
+        entry["output"]["removed"],
+        json!("its output was read to the end and then removed")
+    );
+    let (text, facts) = agent.ok("process_read", json!({ "pid": pid })).await;
+    assert_eq!(
+        text,
+        format!(
+            "[process {pid} exited with code 0; its output was read to the end and then \
+             removed: 6 bytes of output were written]\n"
+        )
+    );
+    assert_eq!(facts["status"]["exit_code"], json!(0));
+}
+
+#[tokio::test]
+async fn an_unread_log_is_removed_at_the_end_of_its_retention() {
+    let w = world();
+    let agent = Agent::bounded(&w.root, w.state.clone(), w.logs.clone(), |c| {
+        c.ended_log_retention = Duration::from_millis(300);
+    });
+    let (pid, log) = agent.start("echo never read").await;
+    let entry = agent.list_until(&pid, removed).await;
+    assert!(ended(&entry), "{entry}");
+    assert!(!log.exists());
+    assert_eq!(
+        entry["output"]["removed"],
+        json!("its output was removed at the end of its retention (it was never read to the end)")
+    );
+}
+
+#[tokio::test]
+async fn the_table_forgets_the_oldest_ended_processes_and_their_logs() {
+    let w = world();
+    let agent = Agent::bounded(&w.root, w.state.clone(), w.logs.clone(), |c| {
+        c.keep_ended = 2;
+    });
+    let mut started = Vec::new();
+    for n in 0..4 {
+        let (pid, log) = agent.start(&format!("echo {n}")).await;
+        agent.list_until(&pid, ended).await;
+        started.push((pid, log));
+    }
+    // The next start makes room: the two oldest ended processes are forgotten.
+    let (last, _) = agent.start("sleep 30").await;
+    let (_, facts) = agent.ok("process_list", json!({})).await;
+    let mut pids: Vec<Value> = facts["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pid"].clone())
+        .collect();
+    pids.sort_by_key(|p| p.as_u64());
+    let mut expected = vec![started[2].0.clone(), started[3].0.clone(), last];
+    expected.sort_by_key(|p| p.as_u64());
+    assert_eq!(pids, expected);
+    for (pid, log) in &started[..2] {
+        assert!(!log.exists(), "{}", log.display());
+        let err = agent
+            .call("process_read", json!({ "pid": pid }))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("forgotten"), "{err}");
+    }
+    assert!(started[2].1.exists() && started[3].1.exists());
+}
+
+#[tokio::test]
+async fn all_logs_share_one_cap_running_ones_get_what_is_left_and_ended_ones_make_room() {
+    let w = world();
+    // Room for one and a half logs of 1000 + 1000 bytes, shared by two agents.
+    let budget = LogBudget::new(3000);
+    let caps = |c: &mut ProcessConfig| {
+        c.log_head_bytes = 1000;
+        c.log_tail_bytes = 1000;
+        c.log_budget = budget.clone();
+    };
+    let a = Agent::bounded(&w.root, w.state.clone(), w.logs.clone(), caps);
+    let b = Agent::bounded(&w.root, w.state.clone(), w.logs.clone(), caps);
+    let (_, facts) = a
+        .ok(
+            "process_start",
+            json!({"command": "printf %0500d 0; sleep 30"}),
+        )
+        .await;
+    let first = facts["pid"].clone();
+    assert_eq!(
+        facts["log_keeps"],
+        json!({"head_bytes": 1000, "tail_bytes": 1000})
+    );
+    let (_, facts) = b.ok("process_start", json!({"command": "sleep 30"})).await;
+    assert_eq!(
+        facts["log_keeps"],
+        json!({"head_bytes": 1000, "tail_bytes": 0})
+    );
+    // Everything is held by running processes: a start still works, and says that
+    // nothing of its output is kept.
+    let (text, facts) = b.ok("process_start", json!({"command": "sleep 30"})).await;
+    assert_eq!(
+        facts["log_keeps"],
+        json!({"head_bytes": 0, "tail_bytes": 0})
+    );
+    assert!(
+        text.contains("nothing of its output is kept: the process logs of this toolgate are at their cap of 3000 bytes"),
+        "{text}"
+    );
+    assert_eq!(budget.leased(), 3000);
+    // The first process ends: its log shrinks to its 500 bytes and may be removed
+    // for a newer one, which then gets all it asks for.
+    a.ok("process_kill", json!({"pid": first, "signal": "KILL"}))
+        .await;
+    a.list_until(&first, ended).await;
+    assert_eq!(budget.leased(), 500 + 1000);
+    let (_, facts) = b.ok("process_start", json!({"command": "sleep 30"})).await;
+    assert_eq!(
+        facts["log_keeps"],
+        json!({"head_bytes": 1000, "tail_bytes": 1000})
+    );
+    let (text, facts) = a.ok("process_read", json!({ "pid": first })).await;
+    assert!(
+        text.contains("its output was removed to make room for newer processes' output (all process logs of this toolgate together keep at most 3000 bytes)"),
+        "{text}"
+    );
+    assert_eq!(facts["output"]["written"], json!(500));
 }

@@ -7,6 +7,8 @@ use std::io;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::{RawOutput, Stream};
+
 /// Bytes asked for per read.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -19,6 +21,8 @@ pub(super) struct OutputStream<R> {
     pipe: Option<R>,
     buf: Box<[u8]>,
     capture: Capture,
+    /// Gets every chunk as read, instead of the line callback.
+    tap: Option<(RawOutput, Stream)>,
 }
 
 impl<R: AsyncRead + Unpin> OutputStream<R> {
@@ -27,7 +31,15 @@ impl<R: AsyncRead + Unpin> OutputStream<R> {
             pipe,
             buf: vec![0; READ_CHUNK].into_boxed_slice(),
             capture: Capture::new(max_bytes),
+            tap: None,
         }
+    }
+
+    /// Hands every chunk to `tap` as `stream` instead of splitting lines: a consumer
+    /// that records the raw bytes, at the speed of the pipe (no per-line work).
+    pub(super) fn tap(mut self, tap: Option<RawOutput>, stream: Stream) -> Self {
+        self.tap = tap.map(|tap| (tap, stream));
+        self
     }
 
     /// EOF was reached (or there never was a pipe).
@@ -53,12 +65,20 @@ impl<R: AsyncRead + Unpin> OutputStream<R> {
         match read {
             Ok(0) => {
                 self.pipe = None;
-                self.capture.finish(on_line);
+                if self.tap.is_none() {
+                    self.capture.finish(on_line);
+                }
                 Ok(())
             }
             Ok(n) => {
                 let chunk = self.buf.get(..n).unwrap_or_default();
-                self.capture.push(chunk, on_line);
+                match &self.tap {
+                    Some((tap, stream)) => {
+                        tap(*stream, chunk);
+                        self.capture.keep(chunk);
+                    }
+                    None => self.capture.push(chunk, on_line),
+                }
                 Ok(())
             }
             Err(err) if err.kind() == io::ErrorKind::Interrupted => Ok(()),
@@ -91,12 +111,16 @@ impl Capture {
         }
     }
 
-    fn push(&mut self, chunk: &[u8], on_line: &mut impl FnMut(&str)) {
+    /// Keeps what fits of `chunk` under the cap.
+    fn keep(&mut self, chunk: &[u8]) {
         let room = self.max_bytes.saturating_sub(self.kept.len());
         let (keep, discard) = chunk.split_at(chunk.len().min(room));
         self.kept.extend_from_slice(keep);
         self.truncated |= !discard.is_empty();
+    }
 
+    fn push(&mut self, chunk: &[u8], on_line: &mut impl FnMut(&str)) {
+        self.keep(chunk);
         let mut pieces = chunk.split(|&byte| byte == b'\n').peekable();
         while let Some(piece) = pieces.next() {
             let room = MAX_LINE_BYTES.saturating_sub(self.line.len());

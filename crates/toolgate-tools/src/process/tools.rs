@@ -1,7 +1,6 @@
 //! The five `process_*` tools over one agent's [`Processes`].
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Seek as _, SeekFrom};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,9 +62,11 @@ impl TypedTool for ProcessStartTool {
         ToolSpec::new(
             "process_start",
             "Start a long-running command in the background, in the sandbox: dev servers, \
-             watchers, long builds. Returns at once with its pid and output file; follow it \
-             with process_read, answer prompts with process_write, stop it with \
-             process_kill. For a command that finishes on its own within minutes, use bash.",
+             watchers, long builds. Returns at once with its pid; stdout and stderr go to a \
+             log that keeps the start of the output and the latest of it (the result says \
+             how much). Follow it with process_read, answer prompts with process_write, stop \
+             it with process_kill. For a command that finishes on its own within minutes, \
+             use bash.",
             EffectClass::MutateReversible,
         )
         .idempotency(Idempotency::AtMostOnce)
@@ -84,10 +85,20 @@ impl TypedTool for ProcessStartTool {
             .0
             .start(&args.command, args.cwd.as_deref(), &args.env)
             .await?;
-        let log = entry.log.display().to_string();
+        let log = entry.log.path().display().to_string();
+        let (head, tail) = entry.log.caps();
+        let keeps = if head == 0 && tail == 0 {
+            format!(
+                "nothing of its output is kept: the process logs of this toolgate are at their \
+                 cap of {} bytes, all held by running processes; stop one with process_kill",
+                self.0.config().log_budget.total()
+            )
+        } else {
+            format!("its log keeps the first {head} bytes of its output and the latest {tail}")
+        };
         let mut text = format!(
-            "Started process {} in the background; its output goes to {log} (read it with \
-             process_read pid={}).",
+            "Started process {} in the background; stdout and stderr go to {log}, and {keeps} \
+             (read it with process_read pid={}).",
             entry.pid, entry.pid
         );
         // Like every command result: a sandbox weaker than bubblewrap is said.
@@ -95,9 +106,10 @@ impl TypedTool for ProcessStartTool {
         if let Some(note) = backend.weakened_note() {
             text.push_str(&format!("\n[{note}]"));
         }
-        Ok(ToolOutput::text(text).with_structured(
-            json!({"pid": entry.pid, "output_file": log, "command": entry.command, "backend": backend}),
-        ))
+        Ok(ToolOutput::text(text).with_structured(json!({
+            "pid": entry.pid, "output_file": log, "command": entry.command, "backend": backend,
+            "log_keeps": {"head_bytes": head, "tail_bytes": tail},
+        })))
     }
 }
 
@@ -111,8 +123,26 @@ fn start_schema() -> Value {
             },
             "output_file": {
                 "type": "string",
-                "description": "The file its stdout and stderr go to.",
+                "description": "The log its stdout and stderr go to, in toolgate's private \
+                                state directory (read it with process_read: while the process \
+                                runs past the caps the file is a ring; once it has ended it \
+                                reads in order, with a marker line where bytes were dropped).",
             },
+            "log_keeps": facts_schema::object(
+                json!({
+                    "head_bytes": {
+                        "type": "integer",
+                        "description": "Bytes of the start of the output kept.",
+                    },
+                    "tail_bytes": {
+                        "type": "integer",
+                        "description": "Bytes of the latest output kept besides (a rolling \
+                                        window); output between the two is dropped and \
+                                        counted.",
+                    },
+                }),
+                &["head_bytes", "tail_bytes"],
+            ),
             "command": {"type": "string", "description": "The script it runs."},
             "backend": {
                 "enum": ["bwrap", "landlock", "none"],
@@ -120,7 +150,7 @@ fn start_schema() -> Value {
                                 bwrap; the text says what is lost).",
             },
         }),
-        &["pid", "output_file", "command", "backend"],
+        &["pid", "output_file", "command", "backend", "log_keeps"],
     )
 }
 
@@ -140,7 +170,8 @@ impl TypedTool for ProcessListTool {
         ToolSpec::new(
             "process_list",
             "List the background processes this agent started with process_start: pid, \
-             command, state, start time, exit code.",
+             command, state, start time, exit code, how much output it wrote and whether its \
+             log still exists.",
             EffectClass::Read,
         )
         .group("group:runtime")
@@ -159,8 +190,12 @@ impl TypedTool for ProcessListTool {
         for e in &entries {
             let started = unix_seconds(Some(e.started));
             let state = e.state();
+            let output = match e.log.removed() {
+                Some(_) => format!("{} bytes of output, log removed", e.log.written()),
+                None => format!("{} bytes of output", e.log.written()),
+            };
             text.push_str(&format!(
-                "{}  {}  started {}  {}\n",
+                "{}  {}  started {}  {output}  {}\n",
                 e.pid,
                 state_text(&state),
                 started.map_or(String::new(), utc_minutes),
@@ -168,7 +203,7 @@ impl TypedTool for ProcessListTool {
             ));
             rows.push(json!({
                 "pid": e.pid, "command": e.command, "started": started,
-                "output_file": e.log, "status": state,
+                "output_file": e.log.path(), "status": state, "output": e.log.facts(),
             }));
         }
         if entries.is_empty() {
@@ -190,18 +225,26 @@ fn list_schema() -> Value {
             },
             "output_file": {
                 "type": "string",
-                "description": "The file its stdout and stderr go to.",
+                "description": "The log its stdout and stderr go to (gone once removed).",
             },
             "status": ProcessState::schema(),
+            "output": output_facts_schema(),
         }),
-        &["pid", "command", "started", "output_file", "status"],
+        &[
+            "pid",
+            "command",
+            "started",
+            "output_file",
+            "status",
+            "output",
+        ],
     );
     facts_schema::object(
         json!({
             "processes": {
                 "type": "array",
                 "items": process,
-                "description": "Every process this agent started, finished ones included.",
+                "description": "Every process this agent started, the last ended ones included.",
             },
         }),
         &["processes"],
@@ -262,7 +305,7 @@ impl TypedTool for ProcessReadTool {
 }
 
 fn log_len(entry: &Entry) -> u64 {
-    std::fs::metadata(&entry.log).map_or(0, |m| m.len())
+    entry.log.written()
 }
 
 /// Returns when the output grows past `since`, the process ends, or `wait` passes.
@@ -284,38 +327,80 @@ async fn wait_for_output(entry: &Entry, since: u64, wait: Duration) {
 }
 
 fn read_log(entry: &Entry, offset: Option<u64>, budget: u64) -> Result<ToolOutput, ToolError> {
-    let failed =
-        |e: std::io::Error| ToolError::Failed(format!("cannot read {}: {e}", entry.log.display()));
-    let mut file = std::fs::File::open(&entry.log).map_err(failed)?;
-    let len = file.metadata().map_err(failed)?.len();
-    let (start, tail) = match offset {
-        Some(offset) => (offset.min(len), false),
-        None => (len.saturating_sub(budget), true),
-    };
-    file.seek(SeekFrom::Start(start)).map_err(failed)?;
-    let mut bytes = Vec::new();
-    file.take(budget).read_to_end(&mut bytes).map_err(failed)?;
-    let mut from = start;
-    if tail && start > 0 {
+    let state = entry.state();
+    if let Some(removed) = entry.log.removed() {
+        let kept = entry.log.kept();
+        let text = format!(
+            "[process {} {}; {}: {} bytes of output were written]\n",
+            entry.pid,
+            state_text(&state),
+            removed.describe(),
+            kept.written
+        );
+        return Ok(ToolOutput::text(text).with_structured(json!({
+            "pid": entry.pid, "status": state, "offset": kept.written,
+            "next_offset": kept.written, "size": kept.written, "more": false,
+            "output": entry.log.facts(),
+        })));
+    }
+    let read = entry.log.read(offset, budget).map_err(|e| {
+        ToolError::Failed(format!(
+            "cannot read the output of process {} ({}): {e}",
+            entry.pid,
+            entry.log.path().display()
+        ))
+    })?;
+    let kept = read.kept;
+    let mut bytes = read.bytes;
+    let mut from = read.from;
+    let tail = offset.is_none();
+    if tail && from > 0 && from != kept.tail_start {
         // Start the tail at a line.
         if let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
             bytes.drain(..=nl);
-            from = start + nl as u64 + 1;
+            from += nl as u64 + 1;
         }
     }
     let next = from + bytes.len() as u64;
-    let state = entry.state();
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if !text.is_empty() && !text.ends_with('\n') {
+    let more = next < kept.end;
+    if !more && !entry.is_running() {
+        // Everything it wrote has been seen: the log can go after a while.
+        entry.log.mark_read_to_end();
+        entry.changed.notify_waiters();
+    }
+    let mut text = String::new();
+    if let Some((asked, resumed)) = read.skipped {
+        text.push_str(&format!(
+            "[bytes {asked}-{resumed} of the output were dropped (the log keeps the first \
+             {} and the latest {} bytes); continuing at {resumed}]\n",
+            kept.head_end,
+            kept.end - kept.tail_start
+        ));
+    } else if tail && from > 0 {
+        text.push_str(&format!(
+            "[... the first {from} bytes are not shown{}]\n",
+            if kept.dropped() > 0 {
+                format!("; the log holds {}", kept.describe())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let shown = String::from_utf8_lossy(&bytes);
+    text.push_str(&shown);
+    if !shown.is_empty() && !shown.ends_with('\n') {
         text.push('\n');
     }
-    if text.is_empty() {
+    if bytes.is_empty() {
         text.push_str("[no new output]\n");
     }
-    if from > 0 && tail {
-        text.insert_str(0, &format!("[... the first {from} bytes are not shown]\n"));
+    if let Some(why) = entry.log.broken() {
+        text.push_str(&format!(
+            "[the log could not be written past byte {}: {why}; later output was counted, \
+             not kept]\n",
+            kept.end
+        ));
     }
-    let more = next < len;
     text.push_str(&format!(
         "[process {} {}; {}continue with offset={next}]\n",
         entry.pid,
@@ -324,8 +409,37 @@ fn read_log(entry: &Entry, offset: Option<u64>, budget: u64) -> Result<ToolOutpu
     ));
     Ok(ToolOutput::text(text).with_structured(json!({
         "pid": entry.pid, "status": state, "offset": from, "next_offset": next,
-        "size": len, "more": more,
+        "size": kept.written, "more": more, "output": entry.log.facts(),
     })))
+}
+
+/// The facts of what a process wrote and what its log keeps.
+fn output_facts_schema() -> Value {
+    facts_schema::object(
+        json!({
+            "written": {
+                "type": "integer",
+                "description": "Bytes the process wrote to stdout and stderr, kept or not.",
+            },
+            "kept": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "integer"}},
+                "description": "The byte ranges [start, end) of the output the log holds: \
+                                the head, then the latest bytes (the same range twice, or \
+                                an empty one, when nothing was dropped).",
+            },
+            "dropped": {
+                "type": "integer",
+                "description": "Bytes written but not kept (between the two ranges).",
+            },
+            "removed": {
+                "type": ["string", "null"],
+                "description": "Why the log no longer exists (read to the end and kept a \
+                                while, retention over, room for newer logs), or null.",
+            },
+        }),
+        &["written", "kept", "dropped", "removed"],
+    )
 }
 
 /// The facts of [`read_log`].
@@ -336,20 +450,32 @@ fn read_schema() -> Value {
             "status": ProcessState::schema(),
             "offset": {
                 "type": "integer",
-                "description": "Byte offset in the output file where the text shown starts.",
+                "description": "Byte offset in the output where the text shown starts.",
             },
             "next_offset": {
                 "type": "integer",
                 "description": "Byte offset after the text shown: pass it as offset to read \
                                 what comes next.",
             },
-            "size": {"type": "integer", "description": "Bytes of output so far."},
+            "size": {
+                "type": "integer",
+                "description": "Bytes of output so far (kept or not, see output).",
+            },
             "more": {
                 "type": "boolean",
                 "description": "Output after next_offset is already waiting to be read.",
             },
+            "output": output_facts_schema(),
         }),
-        &["pid", "status", "offset", "next_offset", "size", "more"],
+        &[
+            "pid",
+            "status",
+            "offset",
+            "next_offset",
+            "size",
+            "more",
+            "output",
+        ],
     )
 }
 

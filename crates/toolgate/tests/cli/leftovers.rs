@@ -34,13 +34,21 @@ fn a_background_process_leaves_no_output_file_once_toolgate_ends() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let said = stdout(&o);
     assert!(said.contains("Started process"), "{said}");
-    assert!(said.contains(tmp.to_str().unwrap()), "{said}");
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|name| name.to_string_lossy().starts_with("toolgate-proc"))
-        .collect();
-    assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
+    // In toolgate's private state directory, never the shared temp dir.
+    let logs = s.dir.path().join("home/.local/state/toolgate/processes");
+    assert!(said.contains(logs.to_str().unwrap()), "{said}");
+    for dir in [&tmp, &logs] {
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|name| name.to_string_lossy().starts_with("toolgate-proc"))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "left behind in {}: {left:?}",
+            dir.display()
+        );
+    }
 }
 
 #[test]
