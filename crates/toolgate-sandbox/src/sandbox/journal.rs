@@ -426,6 +426,87 @@ mod tests {
         assert_eq!(unescape(br"/end\04"), br"/end\04".to_vec());
     }
 
+    /// A journal as a toolgate killed mid-run leaves it: its owner is gone.
+    fn dead_owners_journal(state: &Path, root: &Path, placeholder: &Path) {
+        let dir = state.join("placeholders");
+        std::fs::create_dir_all(&dir).unwrap();
+        // No pid reaches 2^22 (the kernel's largest pid_max).
+        let text = format!(
+            "owner 4194304 1\nmade {} {}\n",
+            hex(root.as_os_str().as_bytes()),
+            hex(placeholder.as_os_str().as_bytes())
+        );
+        std::fs::write(dir.join("4194304-0.journal"), text).unwrap();
+    }
+
+    #[test]
+    fn a_dead_owners_placeholder_is_removed_once_no_namespace_mounts_it() {
+        use std::io::BufRead;
+        assert!(
+            rustix::process::geteuid().is_root(),
+            "this test mounts in a namespace of its own and needs root (CI runs as root)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("root");
+        let placeholder = root.join(".claude");
+        std::fs::create_dir_all(&placeholder).unwrap();
+        std::fs::set_permissions(&placeholder, std::fs::Permissions::from_mode(DIR_MODE)).unwrap();
+        let state = base.join("state");
+        dead_owners_journal(&state, &root, &placeholder);
+        // A sandbox that outlived its toolgate: a mount on the placeholder
+        // in another mount namespace.
+        let mut survivor = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs none '{}' && echo mounted && exec sleep 60",
+                placeholder.display()
+            ))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(survivor.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "mounted\n");
+        sweep(&state);
+        assert!(placeholder.is_dir(), "removed while still mounted");
+        let _ = survivor.kill();
+        let _ = survivor.wait();
+        sweep(&state);
+        assert!(!placeholder.exists(), "left after its last user ended");
+        assert_eq!(
+            std::fs::read_dir(state.join("placeholders"))
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension().is_some())
+                .count(),
+            0,
+            "the journal outlived its placeholders"
+        );
+    }
+
+    #[test]
+    fn only_empty_placeholders_of_ours_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("root");
+        let state = base.join("state");
+        // The user's own empty directory of the same name (mode 0755), and
+        // a placeholder someone filled.
+        for (name, mode, filled) in [(".vscode", 0o755, false), (".claude", DIR_MODE, true)] {
+            let path = root.join(name);
+            std::fs::create_dir_all(&path).unwrap();
+            if filled {
+                std::fs::write(path.join("settings.json"), "{}").unwrap();
+            }
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            dead_owners_journal(&state, &root, &path);
+            sweep(&state);
+            assert!(path.exists(), "{name} removed");
+        }
+    }
+
     #[test]
     fn paths_survive_the_journal_encoding() {
         let path = PathBuf::from(std::ffi::OsString::from_vec(b"/r/a b\n\xff".to_vec()));
