@@ -154,22 +154,58 @@ fn end_tree(me: Pid) {
     }
 }
 
-/// The live processes below `root` (zombies are dead already), from /proc.
+/// The live processes below `root` (zombies are dead already), from /proc: through
+/// each thread's `children` list where the kernel has it (a walk of the tree only,
+/// also on a host with thousands of processes), else from every process's parent.
 fn descendants(root: Pid) -> Vec<Pid> {
+    let root = root.as_raw_nonzero().get();
+    let found = children_lists(root).unwrap_or_else(|| parents_scan(root));
+    found
+        .into_iter()
+        .filter(|pid| parent_and_state(*pid).is_some_and(|(_, state)| state != 'Z'))
+        .filter_map(Pid::from_raw)
+        .collect()
+}
+
+/// Below `root` by `/proc/<pid>/task/<tid>/children`; `None` without that file.
+fn children_lists(root: i32) -> Option<Vec<i32>> {
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", found[i]));
+        if i == 0 && tasks.is_err() {
+            return None;
+        }
+        for task in tasks.into_iter().flatten().flatten() {
+            match std::fs::read_to_string(task.path().join("children")) {
+                Ok(list) => found.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && i == 0 => return None,
+                Err(_) => {}
+            }
+        }
+        i += 1;
+    }
+    found.remove(0);
+    Some(found)
+}
+
+/// Below `root` by the parent of every process in /proc.
+fn parents_scan(root: i32) -> Vec<i32> {
     let mut children: Vec<(i32, i32)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
                 continue;
             };
-            if let Some((parent, state)) = parent_and_state(pid)
-                && state != 'Z'
-            {
+            if let Some((parent, _)) = parent_and_state(pid) {
                 children.push((parent, pid));
             }
         }
     }
-    let mut found = vec![root.as_raw_nonzero().get()];
+    let mut found = vec![root];
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
@@ -181,11 +217,8 @@ fn descendants(root: Pid) -> Vec<Pid> {
         );
         i += 1;
     }
+    found.remove(0);
     found
-        .into_iter()
-        .skip(1)
-        .filter_map(Pid::from_raw)
-        .collect()
 }
 
 /// `(parent pid, state)` from `/proc/<pid>/stat`; the command name (field 2) may hold
@@ -239,5 +272,38 @@ mod tests {
             "state {state}"
         );
         assert!(descendants(Pid::from_raw(i32::MAX).unwrap()).is_empty());
+    }
+
+    #[test]
+    fn both_walks_find_a_grandchild() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let shell = i32::try_from(child.id()).unwrap();
+        // The sleep below the shell (this test binary may have other children).
+        let below_shell = |walk: &[i32]| {
+            walk.iter()
+                .copied()
+                .find(|p| parent_and_state(*p).is_some_and(|(parent, _)| parent == shell))
+        };
+        let mut found = (None, None);
+        for _ in 0..200 {
+            found = (
+                children_lists(me).and_then(|w| w.contains(&shell).then(|| below_shell(&w))?),
+                Some(parents_scan(me)).and_then(|w| w.contains(&shell).then(|| below_shell(&w))?),
+            );
+            if found.0.is_some() && found.1.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Some(sleep) = found.1.and_then(Pid::from_raw) {
+            let _ = rustix::process::kill_process(sleep, Signal::KILL);
+        }
+        assert!(found.0.is_some() && found.0 == found.1, "{found:?}");
     }
 }
