@@ -16,28 +16,15 @@ use std::path::{Path, PathBuf};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use stdio_client::{McpServer, state_dir};
+use stdio_client::{McpServer, Project, state_dir};
 
 /// The default caps of a process log (`ProcessConfig`): 4 MiB of the start, 12 MiB
 /// of the latest output.
 const HEAD: u64 = 4 << 20;
 const TAIL: u64 = 12 << 20;
 
-struct Project {
-    base: tempfile::TempDir,
-    root: PathBuf,
-}
-
+// How these tests start the server, and what they read of the project.
 impl Project {
-    fn new() -> Project {
-        let base = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(base.path().join("home/.config")).unwrap();
-        let root = base.path().join("project");
-        std::fs::create_dir_all(&root).unwrap();
-        let root = std::fs::canonicalize(root).unwrap();
-        Project { base, root }
-    }
-
     fn server(&self) -> McpServer {
         let mut cmd = common::toolgate(self.base.path(), &self.root);
         cmd.arg("mcp");

@@ -19,23 +19,10 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use stdio_client::{McpServer, eventually, processes_with, state_dir, unique};
+use stdio_client::{McpServer, Project, eventually, processes_with, state_dir, unique};
 
-struct Project {
-    base: tempfile::TempDir,
-    root: PathBuf,
-}
-
+// How these tests start the server, and what they read of the project.
 impl Project {
-    fn new() -> Project {
-        let base = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(base.path().join("home/.config")).unwrap();
-        let root = base.path().join("project");
-        std::fs::create_dir_all(&root).unwrap();
-        let root = std::fs::canonicalize(root).unwrap();
-        Project { base, root }
-    }
-
     fn server(&self, backend: Backend) -> McpServer {
         let mut cmd = common::toolgate(self.base.path(), &self.root);
         if let Backend::Landlock = backend {

@@ -5,7 +5,7 @@
 //! lines, a 2025-11-25 handshake, tool calls.
 
 use std::io::{BufRead, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -175,4 +175,21 @@ pub fn unique(prefix: &str) -> String {
 /// The state directory `common::toolgate` gives a server with home `base/home`.
 pub fn state_dir(base: &Path) -> std::path::PathBuf {
     base.join("home/.local/state/toolgate")
+}
+
+/// A temp base (the server's HOME and state) with a canonical project root in it.
+pub struct Project {
+    pub base: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(base.path().join("home/.config")).unwrap();
+        let root = base.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(root).unwrap();
+        Project { base, root }
+    }
 }
