@@ -316,7 +316,7 @@ impl BwrapPlan {
                 .ok_or(PlanError::NoEgressSocket)?;
             b.push_path("--ro-bind", &[socket, Path::new(EGRESS_SOCKET_PATH)]);
         }
-        read_deny_masks(&mut b, files, &hidden, &[]);
+        read_deny_masks(&mut b, files, &hidden, None);
         let read_only: Vec<PathBuf> = protection
             .masks
             .iter()
@@ -329,7 +329,7 @@ impl BwrapPlan {
         // A read-only bind of a protected directory brings the host's
         // content back, over a read-deny mask inside it (`.vscode/secret`
         // hidden, `.vscode` then bound read-only): those masks again.
-        read_deny_masks(&mut b, files, &hidden, &read_only);
+        read_deny_masks(&mut b, files, &hidden, Some(&read_only));
         b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
         b.push_path("--chdir", &[&spec.cwd]);
         b.push(&["--", STAGE2_PATH]);
@@ -443,10 +443,14 @@ fn read_deny_masks(
     b: &mut Builder,
     files: &PlanFiles,
     hidden: &[(PathBuf, bool)],
-    only_under: &[PathBuf],
+    only_under: Option<&[PathBuf]>,
 ) {
     for (path, is_dir) in hidden {
-        if !only_under.is_empty() && !only_under.iter().any(|o| path.starts_with(o) && path != o) {
+        // `Some`: only the masks below these directories (none when the
+        // list is empty, never all of them again).
+        if let Some(dirs) = only_under
+            && !dirs.iter().any(|o| path.starts_with(o) && path != o)
+        {
             continue;
         }
         let source = if *is_dir {
