@@ -12,6 +12,7 @@
 //! command runs ([`command_env`]) and the did-you-mean of a misspelt name
 //! ([`suggest`]).
 
+mod ask;
 pub mod command_env;
 mod decision;
 mod effect;
@@ -25,6 +26,7 @@ mod tool;
 mod validate;
 mod wire;
 
+pub use ask::{AskAnswer, AskQuestion, Asker};
 pub use decision::Decision;
 pub use effect::{EffectClass, Idempotency};
 pub use event::{EventSink, ToolEvent, ToolEventKind};

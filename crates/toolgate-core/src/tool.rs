@@ -137,6 +137,10 @@ pub struct CallContext {
     /// Where the tool reports progress while it runs.
     #[serde(skip)]
     pub progress: Progress,
+    /// Who can be asked in-line when the call needs a person's yes (MCP
+    /// elicitation); `None`: nobody, the call waits for another channel.
+    #[serde(skip)]
+    pub asker: Option<crate::Asker>,
 }
 
 impl CallContext {
@@ -148,6 +152,7 @@ impl CallContext {
             roots: vec![cwd.clone()],
             cwd,
             progress: Progress::default(),
+            asker: None,
         }
     }
 
@@ -171,6 +176,12 @@ impl CallContext {
     /// Sets where progress goes.
     pub fn with_progress(mut self, progress: Progress) -> Self {
         self.progress = progress;
+        self
+    }
+
+    /// Sets who can be asked in-line for an approval.
+    pub fn with_asker(mut self, asker: crate::Asker) -> Self {
+        self.asker = Some(asker);
         self
     }
 
