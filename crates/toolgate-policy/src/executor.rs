@@ -18,6 +18,8 @@ use toolgate_core::{
 };
 
 use crate::access::Access;
+use crate::approval::{ApprovalScope, ScopeKey};
+use crate::audit::AuditSink;
 use crate::command::{CommandVerdict, ParseFallback};
 use crate::path::PathVerdict;
 use crate::policy::Policy;
@@ -46,6 +48,7 @@ pub struct ExecutorBuilder {
     also_known: Vec<String>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
+    audit: Vec<Arc<dyn AuditSink>>,
     output_dir: Option<PathBuf>,
 }
 
@@ -107,6 +110,13 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Where every call's [`crate::AuditRecord`] goes (called again, adds a
+    /// sink).
+    pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit.push(sink);
+        self
+    }
+
     /// Directory where uncut output of truncated results is saved.
     pub fn output_dir(mut self, dir: PathBuf) -> Self {
         self.output_dir = Some(dir);
@@ -148,6 +158,7 @@ impl ExecutorBuilder {
             only: self.only,
             sinks: self.sinks,
             approvals: self.approvals,
+            audit: self.audit,
             output_dir: self.output_dir,
         }
     }
@@ -162,6 +173,8 @@ pub struct Executor {
     only: Vec<Vec<String>>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
+    #[allow(dead_code)] // seam 1: records are written by the audit hook that follows
+    audit: Vec<Arc<dyn AuditSink>>,
     output_dir: Option<PathBuf>,
 }
 
@@ -185,6 +198,7 @@ impl Executor {
             also_known: Vec::new(),
             sinks: Vec::new(),
             approvals: None,
+            audit: Vec::new(),
             output_dir: None,
         }
     }
@@ -591,16 +605,30 @@ impl Executor {
                 reason: reason.clone(),
             });
         };
+        let spec = cleared.tool.spec();
+        let exact = ScopeKey::exact(&spec.name, &cleared.args);
         let request = ApprovalRequest {
-            tool: cleared.tool.spec().name.clone(),
+            tool: spec.name.clone(),
             arguments: cleared.args.clone(),
             reason: reason.clone(),
             caller: ctx.caller.clone(),
             call_id: ctx.call_id.clone(),
+            effect_class: spec.effect_class,
+            group: spec.group.clone(),
+            scope: ApprovalScope::Exact,
+            covering: vec![exact.clone(), ScopeKey::tool(&spec.name)],
+            exact,
+            suggested_prefix: Vec::new(),
+            progress: ctx.progress.clone(),
         };
         match channel.request(&request).await {
-            ApprovalOutcome::Approved => Ok(()),
-            ApprovalOutcome::Refused { reason } => Err(CallError::ApprovalRefused { reason }),
+            ApprovalOutcome::Approved { .. } => Ok(()),
+            ApprovalOutcome::Refused { reason, id } => {
+                Err(CallError::ApprovalRefused { reason, id })
+            }
+            ApprovalOutcome::Unavailable { reason } => {
+                Err(CallError::ApprovalUnavailable { reason })
+            }
             ApprovalOutcome::Pending { id } => Err(CallError::ApprovalPending {
                 id,
                 reason: reason.clone(),

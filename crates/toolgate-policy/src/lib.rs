@@ -6,13 +6,17 @@
 //!   with tree-sitter-bash, against denied binaries and patterns.
 //! - [`ResourcePolicy`]: caps on what a result may return (head and tail kept).
 //! - [`AccessPolicy`]: which tools are active, by name, group and effect class.
-//! - [`PermissionRules`]: allow, ask or deny by tool name.
+//! - [`PermissionRules`]: allow, ask or deny by tool name, group or effect class.
+//! - [`ApprovalScope`] and [`scope_digest`]: what a person's yes or no covers.
+//! - [`AuditSink`]: where the one [`AuditRecord`] of every call goes.
 //!
 //! Deny always beats allow. These layers decide what an agent *may ask for*;
 //! they are defence in depth. The operating-system sandbox that runs the
 //! tools is the boundary, and nothing here replaces it.
 
 pub mod access;
+mod approval;
+mod audit;
 pub mod command;
 mod executor;
 pub mod path;
@@ -21,6 +25,8 @@ pub mod resource;
 pub mod rules;
 
 pub use access::{Access, AccessPolicy};
+pub use approval::{ApprovalScope, ScopeKey, UnknownApprovalScope, canonical_json, scope_digest};
+pub use audit::{AuditRecord, AuditSink};
 pub use command::{
     CommandPolicy, CommandPolicyError, CommandVerdict, ParseFallback, SimpleCommand,
     extract_commands,

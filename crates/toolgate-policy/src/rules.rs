@@ -15,6 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use toolgate_core::{Decision, ToolSpec};
 
 use crate::access::MCP_GROUP;
+use crate::approval::ApprovalScope;
 
 /// What a rule pattern may be, for error messages.
 pub const RULE_PATTERN_SYNTAX: &str = "a rule's pattern is a tool name (`bash`), a glob of tool names with `*` (`process_*`, `mcp__github__*`) or a group (`group:fs`)";
@@ -44,6 +45,10 @@ pub struct PermissionRule {
     /// Shown to the approver or the caller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What a plain approve of a call this rule asks about grants (default
+    /// `exact`); `command-prefix` only on rules that match shell tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_scope: Option<ApprovalScope>,
 }
 
 impl PermissionRule {
@@ -53,7 +58,14 @@ impl PermissionRule {
             pattern: pattern.into(),
             action,
             reason: None,
+            approval_scope: None,
         }
+    }
+
+    /// Sets what a plain approve of a call this rule asks about grants.
+    pub fn approval_scope(mut self, scope: ApprovalScope) -> Self {
+        self.approval_scope = Some(scope);
+        self
     }
 
     /// Adds the reason shown to approvers and callers.
@@ -136,21 +148,36 @@ impl PermissionRules {
         self.decide_by(|rule| rule.applies_to(spec))
     }
 
+    /// The decision for the tool `spec`, and for `ask` the winning rule's
+    /// approval scope (default [`ApprovalScope::Exact`]).
+    pub fn decide_with_scope(&self, spec: &ToolSpec) -> (Decision, ApprovalScope) {
+        self.decide_by_with_scope(|rule| rule.applies_to(spec))
+    }
+
     fn decide_by(&self, applies: impl Fn(&PermissionRule) -> bool) -> Decision {
+        self.decide_by_with_scope(applies).0
+    }
+
+    fn decide_by_with_scope(
+        &self,
+        applies: impl Fn(&PermissionRule) -> bool,
+    ) -> (Decision, ApprovalScope) {
         let mut last = None;
         for rule in self.rules.iter().filter(|r| applies(r)) {
             if rule.action == RuleAction::Deny {
-                return Decision::Deny {
-                    reason: rule.explain(),
-                };
+                let reason = rule.explain();
+                return (Decision::Deny { reason }, ApprovalScope::Exact);
             }
             last = Some(rule);
         }
         match last {
-            Some(rule) if rule.action == RuleAction::Ask => Decision::Ask {
-                reason: rule.explain(),
-            },
-            _ => Decision::Allow,
+            Some(rule) if rule.action == RuleAction::Ask => (
+                Decision::Ask {
+                    reason: rule.explain(),
+                },
+                rule.approval_scope.unwrap_or_default(),
+            ),
+            _ => (Decision::Allow, ApprovalScope::Exact),
         }
     }
 }

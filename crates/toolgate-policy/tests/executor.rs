@@ -388,9 +388,9 @@ async fn ask_needs_an_approval_channel() {
     assert_eq!(f.runs(), 0);
 
     for (answer, expected) in [
-        (ApprovalOutcome::Refused { reason: "not today".into() }, Err("approval refused: not today".to_owned())),
-        (ApprovalOutcome::Pending { id: "apr-7".into() }, Err("approval pending (request apr-7): everything is reviewed; call again once it is decided".to_owned())),
-        (ApprovalOutcome::Approved, Ok("{\"n\":5}".to_owned())),
+        (ApprovalOutcome::Refused { reason: "not today".into(), id: None }, Err("approval refused: not today".to_owned())),
+        (ApprovalOutcome::Pending { id: "apr-7".into() }, Err("approval apr-7 is pending; approve it with `toolgate approvals approve apr-7` and the same call will then go through".to_owned())),
+        (ApprovalOutcome::Approved { grant: None }, Ok("{\"n\":5}".to_owned())),
     ] {
         let approver = Arc::new(Approver { answer, seen: Mutex::new(Vec::new()) });
         let exec = Executor::builder(f.registry.clone())

@@ -7,9 +7,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
-use toolgate_core::{Decision, InvalidInput, ToolError, ToolOutput, ToolSpec};
+use toolgate_core::{
+    Decision, EffectClass, InvalidInput, Progress, ToolError, ToolOutput, ToolSpec,
+};
 
 use crate::access::Access;
+use crate::approval::{ApprovalScope, ScopeKey};
 
 /// A step of the pipeline, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -127,9 +130,19 @@ pub enum CallError {
     ApprovalRefused {
         /// The approver's reason.
         reason: String,
+        /// The refusal, when the approver names one.
+        id: Option<String>,
+    },
+    /// No approval could be asked for (the approval store is unreachable).
+    #[error("{reason}")]
+    ApprovalUnavailable {
+        /// What went wrong.
+        reason: String,
     },
     /// Approval was requested and is not decided yet.
-    #[error("approval pending (request {id}): {reason}; call again once it is decided")]
+    #[error(
+        "approval {id} is pending; approve it with `toolgate approvals approve {id}` and the same call will then go through"
+    )]
     ApprovalPending {
         /// The request to watch.
         id: String,
@@ -156,6 +169,7 @@ impl CallError {
             CallError::Denied { stage, .. } => *stage,
             CallError::ApprovalRequired { .. }
             | CallError::ApprovalRefused { .. }
+            | CallError::ApprovalUnavailable { .. }
             | CallError::ApprovalPending { .. } => Stage::Approval,
             CallError::Tool { .. } => Stage::Run,
         }
@@ -175,22 +189,54 @@ pub struct ApprovalRequest {
     pub caller: String,
     /// The call.
     pub call_id: String,
+    /// The tool's effect class.
+    pub effect_class: EffectClass,
+    /// The tool's group, such as `group:runtime`.
+    pub group: Option<String>,
+    /// What a plain approve grants: the winning `ask` rule's
+    /// `approval_scope` (default [`ApprovalScope::Exact`]).
+    pub scope: ApprovalScope,
+    /// The key of exactly this call; pending requests are reused by it.
+    pub exact: ScopeKey,
+    /// Every key whose grant or refusal covers this call: the exact key,
+    /// the tool's key, and for shell tools every command prefix that every
+    /// command of the parsed script starts with (none for a script the
+    /// parser cannot analyse).
+    pub covering: Vec<ScopeKey>,
+    /// For shell tools: the first command's words up to the first word
+    /// that starts with `-`, the prefix to offer a person; else empty.
+    pub suggested_prefix: Vec<String>,
+    /// The call's progress, for "waiting for approval <id>".
+    #[serde(skip)]
+    pub progress: Progress,
 }
 
 /// The approver's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ApprovalOutcome {
     /// Run the call.
-    Approved,
+    Approved {
+        /// The grant whose use was spent, for the audit record.
+        grant: Option<String>,
+    },
     /// Do not run it.
     Refused {
         /// Why.
         reason: String,
+        /// The refusal (or the request it answered), for the audit record.
+        id: Option<String>,
     },
     /// Not decided yet.
     Pending {
         /// Request id to watch.
         id: String,
+    },
+    /// No answer could be had (the approval store is unreachable); the
+    /// call does not run.
+    Unavailable {
+        /// What went wrong, such as "the approval store is unreachable: ...".
+        reason: String,
     },
 }
 
