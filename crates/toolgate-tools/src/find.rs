@@ -9,7 +9,8 @@ use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, T
 
 use crate::fs::{Fs, blocking};
 use crate::grep::search_error;
-use crate::search::find::{EntryType, FindOptions, FindReport, SortBy, find};
+use crate::search::find::{EntryType, FindOptions, FindReport, SortBy, find_until};
+use crate::search::stop::Stop;
 
 /// Arguments of `find`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -95,8 +96,13 @@ impl TypedTool for FindTool {
             limit: args.limit.unwrap_or(self.fs.limits().results).max(1),
             max_depth: args.max_depth,
         };
+        let stop = Stop::default();
+        // A cancelled call drops this future and the guard with it: the walk
+        // on the blocking thread ends at its next entry.
+        let _cancel = stop.cancel_on_drop();
         blocking(move || {
-            let report = find(&place.jail, &place.rel, &options).map_err(search_error)?;
+            let report =
+                find_until(&place.jail, &place.rel, &options, &stop).map_err(search_error)?;
             let facts = serde_json::to_value(&report)
                 .map_err(|e| ToolError::Failed(format!("internal error: {e}")))?;
             Ok(ToolOutput::text(report.render()).with_structured(facts))

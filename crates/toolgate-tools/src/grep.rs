@@ -10,6 +10,7 @@ use toolgate_core::{CallContext, EffectClass, ToolError, ToolOutput, ToolSpec, T
 use crate::fs::{Fs, blocking};
 use crate::search::grep::{CaseMode, GrepMode, GrepOptions, GrepReport, grep_with_progress};
 use crate::search::limits;
+use crate::search::stop::Stop;
 use crate::search::walk::SearchError;
 
 /// Longest file type name the schema accepts (the real ones are short).
@@ -132,8 +133,12 @@ impl TypedTool for GrepTool {
             word: args.word,
         };
         let progress = ctx.progress.clone();
+        let stop = Stop::default();
+        // A cancelled call drops this future, and with it the guard: the
+        // search on the blocking thread ends at its next file or read.
+        let _cancel = stop.cancel_on_drop();
         blocking(move || {
-            let report = grep_with_progress(&place.jail, &place.rel, &options, &progress)
+            let report = grep_with_progress(&place.jail, &place.rel, &options, &progress, &stop)
                 .map_err(search_error)?;
             Ok(ToolOutput::text(report.render()).with_structured(report.facts()))
         })

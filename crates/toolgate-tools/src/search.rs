@@ -6,4 +6,5 @@
 pub mod find;
 pub mod grep;
 pub mod limits;
+pub mod stop;
 pub mod walk;

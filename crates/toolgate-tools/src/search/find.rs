@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use toolgate_sandbox::{EntryKind, FileStat, Jail};
 
 use crate::facts_schema;
+use crate::search::stop::{Stop, Stopped};
 use crate::search::walk::{self, PathGlobs, SearchError, Target, WalkOptions};
 
 /// What kind of entry.
@@ -94,12 +95,28 @@ pub struct FindReport {
     pub total: u64,
     pub truncated: bool,
     pub next_offset: Option<usize>,
+    /// Set when the walk ended before it had looked everywhere (its time
+    /// limit, or a cancelled call): `total` counts what it saw.
+    pub stopped: Option<Stopped>,
+    #[serde(skip)]
+    stopped_note: Option<String>,
     #[serde(skip)]
     offset: usize,
 }
 
 /// Lists the entries under `start` (relative to the jail root) that match.
 pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport, SearchError> {
+    find_until(jail, start, opts, &Stop::default())
+}
+
+/// [`find`], ending early (with what it found, marked partial) when `stop`
+/// is reached.
+pub fn find_until(
+    jail: &Jail,
+    start: &Path,
+    opts: &FindOptions,
+    stop: &Stop,
+) -> Result<FindReport, SearchError> {
     let pattern = PathGlobs::new("the pattern", std::slice::from_ref(&opts.pattern))?;
     let walk_opts = WalkOptions {
         hidden: opts.hidden,
@@ -135,6 +152,9 @@ pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport,
             builder.build_parallel().run(|| {
                 let (best, pattern, start_abs) = (&best, &pattern, &start_abs);
                 Box::new(move |entry| {
+                    if stop.reached().is_some() {
+                        return WalkState::Quit;
+                    }
                     let Ok(entry) = entry else {
                         return WalkState::Continue;
                     };
@@ -157,6 +177,8 @@ pub fn find(jail: &Jail, start: &Path, opts: &FindOptions) -> Result<FindReport,
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut report = best.report(opts.offset);
     confirm(jail, opts, &mut report);
+    report.stopped = stop.reached();
+    report.stopped_note = report.stopped.map(|why| stop.describe(why));
     Ok(report)
 }
 
@@ -264,6 +286,8 @@ impl Best {
             total: self.total,
             truncated: next.is_some(),
             next_offset: next.map(|n| n.max(end)),
+            stopped: None,
+            stopped_note: None,
             offset,
         }
     }
@@ -315,15 +339,29 @@ impl FindReport {
                     "type": ["integer", "null"],
                     "description": "The offset of the next page; null on the last page.",
                 },
+                "stopped": {
+                    "enum": ["time_limit", "cancelled", null],
+                    "description": "Why the walk ended before it had looked everywhere (the \
+                                    entries and total are partial); null when it finished.",
+                },
             }),
-            &["entries", "total", "truncated", "next_offset"],
+            &["entries", "total", "truncated", "next_offset", "stopped"],
         )
     }
 
     /// One path per line (directories with a trailing `/`), then a
     /// continuation line when truncated, or `No entries found.`.
+    /// A walk that stopped early says so on a last line.
     #[must_use]
     pub fn render(&self) -> String {
+        let mut out = self.render_entries();
+        if let Some(note) = &self.stopped_note {
+            let _ = write!(out, "\n[{note}]");
+        }
+        out
+    }
+
+    fn render_entries(&self) -> String {
         let mut out = String::new();
         if self.total == 0 {
             return "No entries found.".to_owned();

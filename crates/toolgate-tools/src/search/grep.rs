@@ -22,6 +22,7 @@ use toolgate_sandbox::Jail;
 use self::collect::{Collector, FileHits, Rec};
 use crate::facts_schema;
 use crate::search::limits;
+use crate::search::stop::{Stop, Stopped};
 use crate::search::walk::{self, SearchError, Target, WalkOptions};
 
 /// Largest heap buffer one search may use (a very long line, or a whole file
@@ -154,6 +155,12 @@ pub struct GrepReport {
     pub unreadable_files_skipped: u64,
     pub truncated: bool,
     pub next_offset: Option<usize>,
+    /// Set when the search ended before it had looked everywhere (its time
+    /// limit, or a cancelled call): the counts are of what it searched.
+    pub stopped: Option<Stopped>,
+    /// What the summary line says about `stopped`.
+    #[serde(skip)]
+    pub(crate) stopped_note: Option<String>,
     /// Context lines were asked for (group separators in `render`).
     #[serde(skip)]
     pub(crate) context: bool,
@@ -193,6 +200,7 @@ impl GrepReport {
             "unreadable_files_skipped": self.unreadable_files_skipped,
             "truncated": self.truncated,
             "next_offset": self.next_offset,
+            "stopped": self.stopped,
         })
     }
 
@@ -245,6 +253,12 @@ impl GrepReport {
                     "description": "The offset of the next page (counting matching lines in \
                                     content mode, files otherwise); null on the last page.",
                 },
+                "stopped": {
+                    "enum": ["time_limit", "cancelled", null],
+                    "description": "Why the search ended before it had searched everything \
+                                    (the results and counts are partial); null when it \
+                                    finished.",
+                },
             }),
             &[
                 "mode",
@@ -256,6 +270,7 @@ impl GrepReport {
                 "unreadable_files_skipped",
                 "truncated",
                 "next_offset",
+                "stopped",
             ],
         )
     }
@@ -264,19 +279,21 @@ impl GrepReport {
 /// Searches `start` (relative to the jail root; a directory is walked, a file
 /// is searched alone) for `opts.pattern`.
 pub fn grep(jail: &Jail, start: &Path, opts: &GrepOptions) -> Result<GrepReport, SearchError> {
-    grep_with_progress(jail, start, opts, &Progress::default())
+    grep_with_progress(jail, start, opts, &Progress::default(), &Stop::default())
 }
 
 /// How often a long search says how far it got, in files searched.
 const PROGRESS_EVERY_FILES: u64 = 1000;
 
 /// [`grep`], reporting `searched N files` to `progress` every
-/// [`PROGRESS_EVERY_FILES`] files, so a client sees a long search move.
+/// [`PROGRESS_EVERY_FILES`] files, so a client sees a long search move, and
+/// ending early (with what it found, marked partial) when `stop` is reached.
 pub fn grep_with_progress(
     jail: &Jail,
     start: &Path,
     opts: &GrepOptions,
     progress: &Progress,
+    stop: &Stop,
 ) -> Result<GrepReport, SearchError> {
     let matcher = build_matcher(opts)?;
     let walk_opts = WalkOptions {
@@ -312,6 +329,7 @@ pub fn grep_with_progress(
         keep,
         opts.max_line_chars,
         progress,
+        stop,
     );
     match target {
         Target::File(rel) => {
@@ -326,6 +344,9 @@ pub fn grep_with_progress(
                 let mut hits = FileHits::default();
                 let job = &job;
                 Box::new(move |entry| {
+                    if job.stop.reached().is_some() {
+                        return WalkState::Quit;
+                    }
                     let Ok(entry) = entry else {
                         job.unreadable.fetch_add(1, Relaxed);
                         return WalkState::Continue;
@@ -349,7 +370,10 @@ pub fn grep_with_progress(
     let collector = collector
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(collector.report(opts, before > 0 || after > 0))
+    let mut report = collector.report(opts, before > 0 || after > 0);
+    report.stopped = stop.reached();
+    report.stopped_note = report.stopped.map(|why| stop.describe(why));
+    Ok(report)
 }
 
 fn build_matcher(opts: &GrepOptions) -> Result<RegexMatcher, SearchError> {
@@ -410,6 +434,7 @@ struct Job<'a> {
     keep: u64,
     max_chars: usize,
     progress: &'a Progress,
+    stop: &'a Stop,
     searched: AtomicU64,
     binary: AtomicU64,
     unreadable: AtomicU64,
@@ -423,6 +448,7 @@ impl Job<'_> {
         keep: u64,
         max_chars: usize,
         progress: &'a Progress,
+        stop: &'a Stop,
     ) -> Job<'a> {
         Job {
             jail,
@@ -431,6 +457,7 @@ impl Job<'_> {
             keep,
             max_chars,
             progress,
+            stop,
             searched: AtomicU64::new(0),
             binary: AtomicU64::new(0),
             unreadable: AtomicU64::new(0),
@@ -473,9 +500,14 @@ impl Job<'_> {
             max_chars: self.max_chars,
             binary: false,
         };
-        let result = worker
-            .searcher
-            .search_file(&worker.matcher, &file, &mut sink);
+        let result =
+            worker
+                .searcher
+                .search_reader(&worker.matcher, self.stop.reader(&file), &mut sink);
+        if self.stop.reached().is_some() {
+            // Cut short: neither searched nor unreadable.
+            return;
+        }
         let binary = sink.binary;
         let searched = self.searched.fetch_add(1, Relaxed) + 1;
         if searched.is_multiple_of(PROGRESS_EVERY_FILES) {

@@ -231,7 +231,7 @@ fn pages_cover_everything_once_and_sort_by_modified() {
             }
         ))
         .unwrap(),
-        serde_json::json!({"entries": [{"path": "d0/f00.txt", "type": "file", "size": 1, "modified": 1_700_000_000}], "total": 1, "truncated": false, "next_offset": null})
+        serde_json::json!({"entries": [{"path": "d0/f00.txt", "type": "file", "size": 1, "modified": 1_700_000_000}], "total": 1, "truncated": false, "next_offset": null, "stopped": null})
     );
 }
 
@@ -259,6 +259,8 @@ fn entries_a_swapped_directory_would_show_from_outside_are_left_out() {
         total: 4,
         truncated: false,
         next_offset: None,
+        stopped: None,
+        stopped_note: None,
         offset: 0,
     };
     confirm(&tree.jail, &opts(""), &mut report);
@@ -270,4 +272,29 @@ fn entries_a_swapped_directory_would_show_from_outside_are_left_out() {
     let lib = std::fs::metadata(tree.ws().join("src/lib.rs")).unwrap();
     assert_eq!(report.entries[0].size, lib.len());
     assert!(report.entries[0].modified.is_some());
+}
+
+#[test]
+fn a_walk_past_its_time_limit_ends_partial_and_says_so() {
+    let tree = Tree::new(&[]);
+    for i in 0..100 {
+        tree.write(&format!("d{}/f{i}.txt", i % 10), b"x");
+    }
+    let full = run(&tree, "", &opts("*.txt"));
+    assert_eq!((full.total, full.stopped), (100, None));
+    let expired = Stop::after(std::time::Duration::ZERO);
+    let report = find_until(&tree.jail, Path::new(""), &opts("*.txt"), &expired).unwrap();
+    assert_eq!(report.stopped, Some(Stopped::TimeLimit));
+    assert!(report.total < 100, "{report:?}");
+    assert_eq!(
+        serde_json::to_value(&report).unwrap()["stopped"],
+        "time_limit"
+    );
+    assert!(
+        report
+            .render()
+            .ends_with("these results are partial; narrow it with path, include or types]"),
+        "{}",
+        report.render()
+    );
 }

@@ -167,6 +167,8 @@ impl Collector {
             unreadable_files_skipped: self.unreadable,
             truncated: next.is_some(),
             next_offset: next,
+            stopped: None,
+            stopped_note: None,
             context,
             offset: opts.offset,
         }

@@ -10,8 +10,17 @@ impl GrepReport {
     /// per line for files; `path:N` for counts; then always one summary line,
     /// `[3 matches in 2 files; 120 files searched]` (with the page and how to
     /// continue when truncated), or `No matches. [120 files searched]`.
+    /// A search that stopped early says so on a last line.
     #[must_use]
     pub fn render(&self) -> String {
+        let mut out = self.render_results();
+        if let Some(note) = &self.stopped_note {
+            let _ = write!(out, "\n[{note}]");
+        }
+        out
+    }
+
+    fn render_results(&self) -> String {
         let mut out = String::new();
         let total = match self.mode {
             GrepMode::Content => self.total_matches,

@@ -60,6 +60,8 @@ fn honours_ignore_files_hidden_binary_git_and_symlinks() {
             unreadable_files_skipped: 0,
             truncated: false,
             next_offset: None,
+            stopped: None,
+            stopped_note: None,
             context: false,
             offset: 0,
         }
@@ -443,7 +445,7 @@ fn no_matches_and_serialization() {
             "results": [{"path": "src/lib.rs", "count": 1, "matches": [{"line": 1, "text": "// needle one", "kind": "match"}]}],
             "files_with_matches": 1, "total_matches": 1, "files_searched": 1,
             "binary_files_skipped": 0, "unreadable_files_skipped": 0,
-            "truncated": false, "next_offset": null
+            "truncated": false, "next_offset": null, "stopped": null
         })
     );
 }
@@ -469,7 +471,8 @@ fn a_path_swapped_for_an_escaping_symlink_is_refused_and_counted() {
     let matcher = build_matcher(&opts("needle")).unwrap();
     let collector = Mutex::new(Collector::new(true, 10));
     let silent = Progress::default();
-    let job = Job::new(&tree.jail, &matcher, &collector, 10, 100, &silent);
+    let stop = Stop::default();
+    let job = Job::new(&tree.jail, &matcher, &collector, 10, 100, &silent, &stop);
     let mut worker = job.worker(&SearcherBuilder::new());
     let mut hits = FileHits::default();
     job.search(&mut worker, Path::new("f.txt"), "f.txt".into(), &mut hits);
@@ -497,10 +500,66 @@ fn a_long_search_reports_how_far_it_got() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = seen.clone();
     let progress = Progress::new(move |m: &str| sink.lock().unwrap().push(m.to_owned()));
-    let report = grep_with_progress(&tree.jail, Path::new(""), &opts("needle"), &progress).unwrap();
+    let report = grep_with_progress(
+        &tree.jail,
+        Path::new(""),
+        &opts("needle"),
+        &progress,
+        &Stop::default(),
+    )
+    .unwrap();
     assert_eq!(report.files_searched, 2500);
     assert_eq!(
         *seen.lock().unwrap(),
         ["searched 1000 files", "searched 2000 files"]
+    );
+}
+
+#[test]
+fn a_search_past_its_time_limit_or_cancelled_ends_partial_and_says_so() {
+    let tree = Tree::new(&[]);
+    for i in 0..200 {
+        tree.write(&format!("d{}/f{i}.txt", i % 10), b"needle\n");
+    }
+    let full = grep(&tree.jail, Path::new(""), &opts("needle")).unwrap();
+    assert_eq!((full.files_searched, full.stopped), (200, None));
+    assert!(!full.render().contains("partial"), "{}", full.render());
+    assert_eq!(full.facts()["stopped"], serde_json::Value::Null);
+
+    let expired = Stop::after(std::time::Duration::ZERO);
+    let report = grep_with_progress(
+        &tree.jail,
+        Path::new(""),
+        &opts("needle"),
+        &Progress::default(),
+        &expired,
+    )
+    .unwrap();
+    assert_eq!(report.stopped, Some(Stopped::TimeLimit));
+    assert!(report.files_searched < 200, "{report:?}");
+    assert_eq!(report.unreadable_files_skipped, 0, "{report:?}");
+    assert_eq!(report.facts()["stopped"], "time_limit");
+    let text = report.render();
+    assert!(
+        text.ends_with(
+            "[the search stopped after its time limit of 0 s, so these results are partial; \
+             narrow it with path, include or types]"
+        ),
+        "{text}"
+    );
+
+    let cancelled = Stop::default();
+    drop(cancelled.cancel_on_drop());
+    let report = grep_with_progress(
+        &tree.jail,
+        Path::new("d1/f1.txt"),
+        &opts("needle"),
+        &Progress::default(),
+        &cancelled,
+    )
+    .unwrap();
+    assert_eq!(
+        (report.stopped, report.total_matches),
+        (Some(Stopped::Cancelled), 0)
     );
 }
