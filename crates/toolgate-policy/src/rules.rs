@@ -1,9 +1,10 @@
-//! PermissionRules: the last word on a call, by tool name.
+//! PermissionRules: the last word on a call, by tool name, group or effect
+//! class.
 //!
 //! A rule names tools, never arguments: its pattern is a tool name (`bash`),
-//! a glob of tool names with `*` (`process_*`, `mcp__github__*`) or a group
-//! (`group:fs`). Anything else (`bash(git push*)`, a regex) is refused, not
-//! silently never matched.
+//! a glob of tool names with `*` (`process_*`, `mcp__github__*`), a group
+//! (`group:fs`) or an effect class (`class:mutate-irreversible`). Anything
+//! else (`bash(git push*)`, a regex) is refused, not silently never matched.
 //!
 //! An ordered list of `pattern -> allow | ask | deny`. The last matching rule
 //! wins, except that any matching `deny` is final: a later `allow` cannot
@@ -12,13 +13,16 @@
 //! already had their say.
 
 use serde::{Deserialize, Deserializer, Serialize};
-use toolgate_core::{Decision, ToolSpec};
+use toolgate_core::{Decision, EffectClass, ToolSpec};
 
 use crate::access::MCP_GROUP;
 use crate::approval::ApprovalScope;
 
 /// What a rule pattern may be, for error messages.
-pub const RULE_PATTERN_SYNTAX: &str = "a rule's pattern is a tool name (`bash`), a glob of tool names with `*` (`process_*`, `mcp__github__*`) or a group (`group:fs`)";
+pub const RULE_PATTERN_SYNTAX: &str = "a rule's pattern is a tool name (`bash`), a glob of tool names with `*` (`process_*`, `mcp__github__*`), a group (`group:fs`) or an effect class (`class:mutate-irreversible`)";
+
+/// How a pattern names an effect class: `class:destructive`.
+pub const CLASS_PREFIX: &str = "class:";
 
 /// What a rule does to a call it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,8 +40,9 @@ pub enum RuleAction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionRule {
-    /// Tool-name pattern: `*`, `prefix*`, `server.*`, an exact name, or a
-    /// group (`group:fs`); `*` matches any run of characters.
+    /// Tool-name pattern: `*`, `prefix*`, `server.*`, an exact name, a
+    /// group (`group:fs`) or an effect class (`class:destructive`); `*`
+    /// matches any run of characters.
     #[serde(deserialize_with = "rule_pattern")]
     pub pattern: String,
     /// What to do.
@@ -75,13 +80,21 @@ impl PermissionRule {
     }
 
     /// Whether the rule applies to the tool `name` (by name alone: a group
-    /// pattern needs the tool's spec, see [`PermissionRule::applies_to`]).
+    /// or class pattern needs the tool's spec, see
+    /// [`PermissionRule::applies_to`]).
     pub fn matches(&self, name: &str) -> bool {
-        !self.pattern.starts_with("group:") && wildcard_match(&self.pattern, name)
+        !self.pattern.starts_with("group:")
+            && !self.pattern.starts_with(CLASS_PREFIX)
+            && wildcard_match(&self.pattern, name)
     }
 
-    /// Whether the rule applies to the tool `spec`: by name, or by group.
+    /// Whether the rule applies to the tool `spec`: by name, by group or by
+    /// effect class.
     pub fn applies_to(&self, spec: &ToolSpec) -> bool {
+        if let Some(class) = self.pattern.strip_prefix(CLASS_PREFIX) {
+            // An unknown class matches nothing; `try_build` refuses it.
+            return class == spec.effect_class.as_str();
+        }
         match self.pattern.starts_with("group:") {
             true => {
                 spec.group.as_deref() == Some(self.pattern.as_str())
@@ -89,6 +102,13 @@ impl PermissionRule {
             }
             false => wildcard_match(&self.pattern, &spec.name),
         }
+    }
+
+    /// The effect class a `class:` pattern names, if the pattern is one;
+    /// `Some(Err(name))` for a class that does not exist.
+    pub fn effect_class(&self) -> Option<Result<EffectClass, &str>> {
+        let name = self.pattern.strip_prefix(CLASS_PREFIX)?;
+        Some(name.parse().map_err(|_| name))
     }
 
     /// Why the pattern is not a tool name, a glob of tool names or a group,
@@ -191,6 +211,14 @@ fn pattern_problem(pattern: &str) -> Option<String> {
         && (group.is_empty() || group.contains('*'))
     {
         return Some("a group is named exactly, such as `group:fs`".to_string());
+    }
+    if let Some(class) = pattern.strip_prefix(CLASS_PREFIX)
+        && (class.is_empty() || class.contains('*'))
+    {
+        return Some(format!(
+            "an effect class is named exactly, such as `class:destructive` (the classes are: {})",
+            EffectClass::NAMES.join(", ")
+        ));
     }
     // Tool names are letters, digits, `_`, `-`, `.` and `:` (MCP servers'
     // tools: `mcp__server__tool`, `server.tool`).
@@ -390,5 +418,109 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn class_patterns_match_by_the_tools_effect_class() {
+        use toolgate_core::EffectClass::{Destructive, MutateIrreversible, Read};
+        let spec = |name: &str, class| ToolSpec::new(name, "t", class).group("group:runtime");
+        let (bash, read, wipe) = (
+            spec("bash", MutateIrreversible),
+            spec("read", Read),
+            spec("wipe", Destructive),
+        );
+        let rule = |p: &str| PermissionRule::new(p, Ask);
+        assert!(rule("class:mutate-irreversible").applies_to(&bash));
+        assert!(!rule("class:mutate-irreversible").applies_to(&read));
+        assert!(!rule("class:mutate-irreversible").matches("class:mutate-irreversible"));
+        assert!(
+            !rule("class:destrutive").applies_to(&wipe),
+            "a typo matches nothing"
+        );
+        // Last match wins, deny is terminal, across names, groups and classes.
+        let rules = PermissionRules::new(vec![
+            PermissionRule::new("group:runtime", Allow),
+            PermissionRule::new("class:mutate-irreversible", Ask),
+            PermissionRule::new("class:destructive", Deny),
+            PermissionRule::new("wipe", Allow),
+        ]);
+        let decided: Vec<&str> = [&bash, &read, &wipe]
+            .map(|s| rules.decide_for(s).as_str())
+            .to_vec();
+        assert_eq!(decided, ["ask", "allow", "deny"]);
+    }
+
+    #[test]
+    fn the_winning_ask_rule_gives_the_approval_scope() {
+        let bash = ToolSpec::new("bash", "t", toolgate_core::EffectClass::MutateIrreversible)
+            .command_arg("/command");
+        let scoped = |list: Vec<PermissionRule>| {
+            let (decision, scope) = PermissionRules::new(list).decide_with_scope(&bash);
+            (decision.as_str(), scope)
+        };
+        let prefix = ApprovalScope::CommandPrefix;
+        assert_eq!(scoped(vec![]), ("allow", ApprovalScope::Exact));
+        assert_eq!(
+            scoped(vec![PermissionRule::new("bash", Ask)]),
+            ("ask", ApprovalScope::Exact)
+        );
+        assert_eq!(
+            scoped(vec![
+                PermissionRule::new("bash", Ask).approval_scope(prefix)
+            ]),
+            ("ask", prefix)
+        );
+        // The last matching rule's scope, not the first's.
+        assert_eq!(
+            scoped(vec![
+                PermissionRule::new("bash", Ask).approval_scope(prefix),
+                PermissionRule::new("*", Ask).approval_scope(ApprovalScope::Tool),
+            ]),
+            ("ask", ApprovalScope::Tool)
+        );
+        assert_eq!(
+            scoped(vec![
+                PermissionRule::new("bash", Ask).approval_scope(prefix),
+                PermissionRule::new("*", Ask),
+            ]),
+            ("ask", ApprovalScope::Exact)
+        );
+        assert_eq!(
+            scoped(vec![
+                PermissionRule::new("bash", Ask).approval_scope(prefix),
+                PermissionRule::new("bash", Allow),
+            ]),
+            ("allow", ApprovalScope::Exact)
+        );
+    }
+
+    #[test]
+    fn rules_read_their_approval_scope() {
+        let read =
+            |json: &str| serde_json::from_str::<PermissionRule>(json).map_err(|e| e.to_string());
+        assert_eq!(
+            read(r#"{"pattern": "bash", "action": "ask", "approval_scope": "command-prefix"}"#),
+            Ok(PermissionRule::new("bash", Ask).approval_scope(ApprovalScope::CommandPrefix))
+        );
+        assert_eq!(
+            read(r#"{"pattern": "class:destructive", "action": "ask"}"#),
+            Ok(PermissionRule::new("class:destructive", Ask))
+        );
+        let error = read(r#"{"pattern": "bash", "action": "ask", "approval_scope": "prefix"}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.contains(
+                "unknown variant `prefix`, expected one of `exact`, `tool`, `command-prefix`"
+            ),
+            "{error}"
+        );
+        let error = read(r#"{"pattern": "class:*", "action": "ask"}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.contains("an effect class is named exactly, such as `class:destructive` (the classes are: read, mutate-reversible, mutate-irreversible, destructive)"),
+            "{error}"
+        );
     }
 }

@@ -10,12 +10,13 @@
 
 use std::collections::BTreeSet;
 
-use toolgate_core::Registry;
 use toolgate_core::suggest::did_you_mean;
+use toolgate_core::{EffectClass, Registry, ToolSpec};
 
 use crate::access::MCP_GROUP;
+use crate::approval::ApprovalScope;
 use crate::policy::Policy;
-use crate::rules::RULE_PATTERN_SYNTAX;
+use crate::rules::{CLASS_PREFIX, PermissionRule, RULE_PATTERN_SYNTAX};
 
 /// A name in the configuration that no tool answers to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,12 +37,29 @@ pub enum ExecutorBuildError {
     },
     #[error("invalid rule pattern `{pattern}` in [[rules]]: {problem}; {RULE_PATTERN_SYNTAX}")]
     InvalidRulePattern { pattern: String, problem: String },
+    #[error("unknown effect class `{name}` in {origin}{hint}")]
+    UnknownEffectClass {
+        name: String,
+        origin: String,
+        hint: String,
+    },
+    /// A grant by command prefix only means something for a tool that runs
+    /// shell scripts.
+    #[error(
+        "the [[rules]] entry for `{pattern}` has approval_scope = \"command-prefix\", but it matches no tool that runs a shell script ({scripted}); use \"exact\" or \"tool\", or a pattern that names a shell tool"
+    )]
+    PrefixScopeWithoutScripts { pattern: String, scripted: String },
 }
 
 /// The tool names and groups a registry answers to.
 pub(super) struct KnownNames {
     names: BTreeSet<String>,
     groups: BTreeSet<String>,
+    /// Names given on trust (`also`): tools this program has whose specs
+    /// are not here.
+    unregistered: BTreeSet<String>,
+    /// The registered tools that take a shell script (`command_args`).
+    scripted: Vec<ToolSpec>,
 }
 
 impl KnownNames {
@@ -54,11 +72,23 @@ impl KnownNames {
             .map(|tool| tool.spec());
         let mut names: BTreeSet<String> = also.iter().cloned().collect();
         let mut groups = BTreeSet::from([MCP_GROUP.to_string()]);
+        let mut scripted = Vec::new();
+        let mut registered = BTreeSet::new();
         for spec in specs {
             names.insert(spec.name.clone());
+            registered.insert(spec.name.clone());
             groups.extend(spec.group.clone());
+            if !spec.command_args.is_empty() {
+                scripted.push(spec.clone());
+            }
         }
-        KnownNames { names, groups }
+        let unregistered = names.difference(&registered).cloned().collect();
+        KnownNames {
+            names,
+            groups,
+            unregistered,
+            scripted,
+        }
     }
 
     /// Checks one entry of a list of tools and groups.
@@ -103,12 +133,51 @@ impl KnownNames {
                     problem,
                 });
             }
+            if let Some(Err(class)) = rule.effect_class() {
+                let candidates: Vec<String> = EffectClass::NAMES
+                    .iter()
+                    .map(|n| format!("{CLASS_PREFIX}{n}"))
+                    .collect();
+                let mut hint = did_you_mean(
+                    &format!("{CLASS_PREFIX}{class}"),
+                    candidates.iter().map(String::as_str),
+                );
+                hint.push_str(&format!(" (the classes are: {})", candidates.join(", ")));
+                return Err(ExecutorBuildError::UnknownEffectClass {
+                    name: rule.pattern.clone(),
+                    origin: "the pattern of a [[rules]] entry".to_string(),
+                    hint,
+                });
+            }
             // A glob may name tools of MCP servers that are not here yet.
-            if !rule.pattern.contains('*') {
+            if !rule.pattern.contains('*') && rule.effect_class().is_none() {
                 self.check("the pattern of a [[rules]] entry", &rule.pattern)?;
+            }
+            if rule.approval_scope == Some(ApprovalScope::CommandPrefix) {
+                self.check_prefix_scope(rule)?;
             }
         }
         Ok(())
+    }
+
+    /// A rule whose approvals go by command prefix must match a tool that
+    /// runs shell scripts (or a tool this program has that is not
+    /// registered now, such as `elevated` switched off).
+    fn check_prefix_scope(&self, rule: &PermissionRule) -> Result<(), ExecutorBuildError> {
+        let scripted = self.scripted.iter().any(|spec| rule.applies_to(spec));
+        let on_trust = self.unregistered.iter().any(|name| rule.matches(name));
+        if scripted || on_trust {
+            return Ok(());
+        }
+        let names: Vec<&str> = self.scripted.iter().map(|s| s.name.as_str()).collect();
+        let scripted = match names.is_empty() {
+            true => "there is none here".to_string(),
+            false => format!("those are: {}", names.join(", ")),
+        };
+        Err(ExecutorBuildError::PrefixScopeWithoutScripts {
+            pattern: rule.pattern.clone(),
+            scripted,
+        })
     }
 }
 
@@ -124,7 +193,7 @@ mod tests {
     };
 
     use crate::rules::{PermissionRule, PermissionRules, RuleAction};
-    use crate::{AccessPolicy, Executor, Policy};
+    use crate::{AccessPolicy, ApprovalScope, Executor, Policy};
 
     struct Named(ToolSpec);
 
@@ -238,12 +307,81 @@ mod tests {
             ),
             (
                 error(with_policy(rules(&["bash(git push*)"]))),
-                "invalid rule pattern `bash(git push*)` in [[rules]]: it has parentheses, but a rule matches tools, not arguments (write `bash`; to refuse some commands, use [commands] deny_patterns such as `^git push`); a rule's pattern is a tool name (`bash`), a glob of tool names with `*` (`process_*`, `mcp__github__*`) or a group (`group:fs`)",
+                "invalid rule pattern `bash(git push*)` in [[rules]]: it has parentheses, but a rule matches tools, not arguments (write `bash`; to refuse some commands, use [commands] deny_patterns such as `^git push`); a rule's pattern is a tool name (`bash`), a glob of tool names with `*` (`process_*`, `mcp__github__*`), a group (`group:fs`) or an effect class (`class:mutate-irreversible`)",
             ),
         ];
         for (got, expected) in cases {
             assert_eq!(got, expected);
         }
+    }
+
+    #[test]
+    fn unknown_effect_classes_in_rules_are_errors_with_the_class_meant() {
+        assert_eq!(
+            error(with_policy(rules(&["class:destrutive"]))),
+            "unknown effect class `class:destrutive` in the pattern of a [[rules]] entry; did you mean `class:destructive`? (the classes are: class:read, class:mutate-reversible, class:mutate-irreversible, class:destructive)"
+        );
+        assert_eq!(
+            error(with_policy(rules(&["class:network"]))),
+            "unknown effect class `class:network` in the pattern of a [[rules]] entry (the classes are: class:read, class:mutate-reversible, class:mutate-irreversible, class:destructive)"
+        );
+        assert_eq!(
+            error(with_policy(rules(&["class:read", "class:destructive"]))),
+            ""
+        );
+    }
+
+    #[test]
+    fn command_prefix_scope_needs_a_rule_that_matches_a_shell_tool() {
+        let with_rule = |rule: PermissionRule| {
+            let mut rules = PermissionRules::standard();
+            rules.push(rule);
+            move |mut r: Registry| {
+                let shell = ToolSpec::new("shell", "s", EffectClass::MutateIrreversible)
+                    .idempotency(Idempotency::AtMostOnce)
+                    .group("group:runtime")
+                    .command_arg("/command");
+                r.register(Arc::new(Named(shell))).map_err(|e| {
+                    super::ExecutorBuildError::InvalidRulePattern {
+                        pattern: e.to_string(),
+                        problem: String::new(),
+                    }
+                })?;
+                Executor::builder(r)
+                    .policy(Policy::standard().with_rules(rules))
+                    .try_build()
+            }
+        };
+        let prefix = |p: &str| {
+            PermissionRule::new(p, RuleAction::Ask).approval_scope(ApprovalScope::CommandPrefix)
+        };
+        for good in [
+            "shell",
+            "group:runtime",
+            "class:mutate-irreversible",
+            "sh*",
+            "elevated",
+        ] {
+            assert_eq!(error(with_rule(prefix(good))), "", "{good}");
+        }
+        assert_eq!(
+            error(with_rule(prefix("write"))),
+            "the [[rules]] entry for `write` has approval_scope = \"command-prefix\", but it matches no tool that runs a shell script (those are: shell); use \"exact\" or \"tool\", or a pattern that names a shell tool"
+        );
+        assert_eq!(
+            error(with_rule(prefix("group:fs"))),
+            "the [[rules]] entry for `group:fs` has approval_scope = \"command-prefix\", but it matches no tool that runs a shell script (those are: shell); use \"exact\" or \"tool\", or a pattern that names a shell tool"
+        );
+        assert_eq!(
+            error(with_policy(
+                Policy::standard().with_rules(PermissionRules::new(vec![prefix("read")]))
+            )),
+            "the [[rules]] entry for `read` has approval_scope = \"command-prefix\", but it matches no tool that runs a shell script (there is none here); use \"exact\" or \"tool\", or a pattern that names a shell tool"
+        );
+        // Other scopes go anywhere.
+        let tool =
+            PermissionRule::new("write", RuleAction::Ask).approval_scope(ApprovalScope::Tool);
+        assert_eq!(error(with_rule(tool)), "");
     }
 
     #[test]
