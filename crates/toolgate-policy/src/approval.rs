@@ -173,3 +173,185 @@ fn write_canonical(v: &Value, out: &mut String) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_by_bytes_at_every_depth() {
+        let cases = [
+            (json!({"b": 1, "a": 2}), r#"{"a":2,"b":1}"#),
+            (
+                json!({"z": {"y": [3, {"d": null, "c": true}], "x": "s"}, "a": []}),
+                r#"{"a":[],"z":{"x":"s","y":[3,{"c":true,"d":null}]}}"#,
+            ),
+            // Bytes, not characters or a locale's collation: `B` (0x42)
+            // before `a` (0x61), `é` (0xc3 0xa9) after `z`, and `_` (0x5f)
+            // between them.
+            (
+                json!({"é": 1, "z": 2, "a": 3, "B": 4, "_": 5}),
+                r#"{"B":4,"_":5,"a":3,"z":2,"é":1}"#,
+            ),
+            // Strings as serde_json escapes them: quotes, backslashes and
+            // control characters escaped, other text as UTF-8.
+            (
+                json!({"s": "a\"b\\c\nd\u{1}é😀"}),
+                "{\"s\":\"a\\\"b\\\\c\\nd\\u0001é😀\"}",
+            ),
+            // Numbers as serde_json prints them.
+            (
+                json!([0, -1, 1.5, 1e300, 12345678901234567890u64, -0.0]),
+                "[0,-1,1.5,1e+300,12345678901234567890,-0.0]",
+            ),
+            (json!([]), "[]"),
+            (json!({}), "{}"),
+            (json!("x"), r#""x""#),
+            (Value::Null, "null"),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(canonical_json(&value), expected, "{value}");
+        }
+    }
+
+    #[test]
+    fn digests_are_equal_for_reordered_keys() {
+        let a: Value = serde_json::from_str(r#"{"path": "a", "opts": {"x": 1, "y": [1, 2]}}"#)
+            .unwrap_or_default();
+        let b: Value = serde_json::from_str(r#"{"opts": {"y": [1, 2], "x": 1}, "path": "a"}"#)
+            .unwrap_or_default();
+        assert_eq!(
+            scope_digest(ApprovalScope::Exact, "write", &a),
+            scope_digest(ApprovalScope::Exact, "write", &b)
+        );
+    }
+
+    #[test]
+    fn any_changed_value_changes_the_digest() {
+        let base = json!({"path": "a", "n": 1, "opts": {"x": [1, 2], "s": "é"}, "f": 1.0});
+        let changed = [
+            json!({"path": "b", "n": 1, "opts": {"x": [1, 2], "s": "é"}, "f": 1.0}),
+            json!({"path": "a", "n": 2, "opts": {"x": [1, 2], "s": "é"}, "f": 1.0}),
+            json!({"path": "a", "n": "1", "opts": {"x": [1, 2], "s": "é"}, "f": 1.0}),
+            json!({"path": "a", "n": 1, "opts": {"x": [2, 1], "s": "é"}, "f": 1.0}),
+            json!({"path": "a", "n": 1, "opts": {"x": [1, 2, 3], "s": "é"}, "f": 1.0}),
+            json!({"path": "a", "n": 1, "opts": {"x": [1, 2], "s": "e"}, "f": 1.0}),
+            json!({"path": "a", "n": 1, "opts": {"x": [1, 2], "s": "é", "t": null}, "f": 1.0}),
+            json!({"path": "a", "n": 1, "opts": {"x": [1, 2]}, "f": 1.0}),
+            // 1.0 and 1 are different JSON texts, so different questions.
+            json!({"path": "a", "n": 1, "opts": {"x": [1, 2], "s": "é"}, "f": 1}),
+            json!({"path": "a", "n": 1, "opts": {"X": [1, 2], "s": "é"}, "f": 1.0}),
+        ];
+        let digest = |v: &Value| scope_digest(ApprovalScope::Exact, "write", v);
+        let mut seen = std::collections::BTreeSet::from([digest(&base)]);
+        for value in &changed {
+            assert!(seen.insert(digest(value)), "{value} collides");
+        }
+        // The tool and the kind of scope are part of what is digested.
+        assert_ne!(
+            digest(&base),
+            scope_digest(ApprovalScope::Exact, "edit", &base)
+        );
+        assert_ne!(
+            ScopeKey::tool("bash").digest,
+            ScopeKey::exact("bash", &Value::Null).digest
+        );
+        assert_ne!(
+            ScopeKey::command_prefix("bash", vec!["cargo".into(), "test".into()]).digest,
+            ScopeKey::command_prefix("bash", vec!["cargo test".into()]).digest
+        );
+    }
+
+    /// A pinned digest: stores written by one build are read by the next,
+    /// so the digest of a scope must never change.
+    #[test]
+    fn the_digest_is_sha256_of_the_tagged_canonical_array() {
+        let args = json!({"b": [1, "x"], "a": null});
+        let text = r#"["toolgate-scope-v1","exact","bash",{"a":null,"b":[1,"x"]}]"#;
+        let expected: String = Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(scope_digest(ApprovalScope::Exact, "bash", &args), expected);
+        assert_eq!(
+            ScopeKey::command_prefix("bash", vec!["cargo".into(), "test".into()]).digest,
+            // hashlib.sha256(b'["toolgate-scope-v1","command-prefix","bash",["cargo","test"]]')
+            "433c142ae9af9ad2d67a8c9751c650cd2f33de0c4630ba8f0e1e28ecfd327b0f"
+        );
+    }
+
+    #[test]
+    fn scopes_read_and_print_their_wire_names() {
+        for scope in ApprovalScope::ALL {
+            assert_eq!(scope.as_str().parse::<ApprovalScope>(), Ok(scope));
+            assert_eq!(
+                serde_json::to_value(scope).ok(),
+                Some(Value::String(scope.to_string()))
+            );
+        }
+        assert_eq!(
+            "prefix".parse::<ApprovalScope>().map_err(|e| e.to_string()),
+            Err(
+                "unknown approval scope `prefix`; the scopes are exact, tool and command-prefix"
+                    .to_owned()
+            )
+        );
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "\\PC{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Keys in any order give one text.
+    fn shuffled(value: &Value, seed: u64) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(String, Value)> = map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), shuffled(v, seed.rotate_left(7))))
+                    .collect();
+                let n = entries.len().max(1) as u64;
+                entries.rotate_left((seed % n) as usize);
+                if seed & 1 == 1 {
+                    entries.reverse();
+                }
+                Value::Object(entries.into_iter().collect())
+            }
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|v| shuffled(v, seed.rotate_left(3)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn canonical_json_reads_back_and_ignores_key_order(value in json_value(), seed in any::<u64>()) {
+            let text = canonical_json(&value);
+            let back: Value = serde_json::from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&back, &value);
+            prop_assert_eq!(canonical_json(&shuffled(&value, seed)), text);
+        }
+    }
+}

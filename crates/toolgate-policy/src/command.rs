@@ -29,6 +29,7 @@
 mod allow;
 mod launchers;
 mod parse;
+mod prefix;
 mod words;
 mod wrappers;
 
@@ -39,6 +40,8 @@ use regex::{Regex, RegexBuilder};
 
 use parse::{Analysis, WriteKind};
 pub use parse::{SimpleCommand, extract_commands};
+pub use prefix::MAX_PREFIX_WORDS;
+pub(crate) use prefix::common_prefix;
 
 /// Binaries `standard()` denies: they take the whole machine down.
 const STANDARD_DENY_BINARIES: &[&str] = &["shutdown", "reboot", "halt", "poweroff", "mkfs*"];

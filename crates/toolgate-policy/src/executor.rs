@@ -3,30 +3,32 @@
 //!
 //! ```text
 //! lookup -> validate -> access -> paths -> commands -> rules -> (approval)
-//!        -> run -> bound -> record
+//!        -> run -> bound -> events, audit record
 //! ```
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 use toolgate_core::{
-    CallContext, Content, Decision, EgressNote, EventSink, InputMode, Progress, RegisteredTool,
-    Registry, ToolEvent, ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
+    CallContext, Content, Decision, EventSink, InputMode, RegisteredTool, Registry, ToolEvent,
+    ToolEventKind, ToolOutput, ToolPreset, ToolSpec,
 };
 
 use crate::access::Access;
-use crate::approval::{ApprovalScope, ScopeKey};
+use crate::approval::ApprovalScope;
 use crate::audit::AuditSink;
-use crate::command::{CommandVerdict, ParseFallback};
-use crate::path::PathVerdict;
 use crate::policy::Policy;
 use crate::rules::PermissionRules;
+use checks::strings_at;
 use names::KnownNames;
+use record::AuditTrail;
 
+mod ask;
+mod checks;
 mod names;
+mod record;
 mod report;
 
 pub use names::ExecutorBuildError;
@@ -173,7 +175,6 @@ pub struct Executor {
     only: Vec<Vec<String>>,
     sinks: Vec<Arc<dyn EventSink>>,
     approvals: Option<Arc<dyn ApprovalChannel>>,
-    #[allow(dead_code)] // seam 1: records are written by the audit hook that follows
     audit: Vec<Arc<dyn AuditSink>>,
     output_dir: Option<PathBuf>,
 }
@@ -183,6 +184,8 @@ struct Cleared<'a> {
     tool: &'a RegisteredTool,
     args: Value,
     decision: Decision,
+    /// The winning `ask` rule's approval scope.
+    scope: ApprovalScope,
 }
 
 impl Executor {
@@ -277,15 +280,33 @@ impl Executor {
         }
     }
 
-    /// Runs one call through the whole pipeline.
+    /// Runs one call through the whole pipeline, and records it: every
+    /// call, whatever happens to it, leaves exactly one
+    /// [`crate::AuditRecord`] with each audit sink.
     pub async fn call(
         &self,
         name: &str,
         args: Value,
         ctx: &CallContext,
     ) -> Result<CallResult, CallError> {
+        let mut trail = AuditTrail::start(&self.audit, name, ctx, &args);
+        let result = self.run(name, args, ctx, &mut trail).await;
+        trail.finish(&result).await;
+        result
+    }
+
+    async fn run(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &CallContext,
+        trail: &mut AuditTrail,
+    ) -> Result<CallResult, CallError> {
         let started = Instant::now();
         let spec = self.registry.get(name).map(RegisteredTool::spec);
+        if let Some(spec) = spec {
+            trail.tool(spec);
+        }
         let event = |kind, decision: Option<&Decision>| {
             let mut e = ToolEvent::new(kind, name, &ctx.call_id, &ctx.caller);
             e.effect_class = spec.map(|s| s.effect_class);
@@ -312,11 +333,13 @@ impl Executor {
             Ok(cleared) => cleared,
             Err(error) => return fail(error, None),
         };
-        if let Err(error) = self.approve(&cleared, ctx).await {
-            return fail(error, Some(&cleared.decision));
+        trail.cleared(&cleared.args, &cleared.decision);
+        let ctx = &self.call_context(name, ctx, trail.egress_log());
+        match self.approve(&cleared, ctx).await {
+            Ok(grant) => trail.granted(grant),
+            Err(error) => return fail(error, Some(&cleared.decision)),
         }
         event(ToolEventKind::Start, Some(&cleared.decision));
-        let ctx = &self.with_progress_events(name, ctx);
         let output = match cleared.tool.handler().call(cleared.args, ctx).await {
             Ok(output) => output,
             Err(source) => {
@@ -341,47 +364,6 @@ impl Executor {
             decision: cleared.decision,
             duration: started.elapsed(),
         })
-    }
-
-    /// `ctx` whose progress also reaches every event sink, as `Progress`
-    /// events of this call.
-    fn with_progress_events(&self, name: &str, ctx: &CallContext) -> CallContext {
-        if self.sinks.is_empty() {
-            return ctx.clone();
-        }
-        let sinks = self.sinks.clone();
-        let upstream = ctx.progress.clone();
-        let template = ToolEvent::new(
-            ToolEventKind::Progress {
-                message: String::new(),
-            },
-            name,
-            &ctx.call_id,
-            &ctx.caller,
-        );
-        let (egress_sinks, egress_upstream, egress_template) =
-            (sinks.clone(), upstream.clone(), template.clone());
-        let progress = Progress::new(move |message: &str| {
-            let mut event = template.clone();
-            event.kind = ToolEventKind::Progress {
-                message: message.to_owned(),
-            };
-            for sink in &sinks {
-                sink.emit(&event);
-            }
-            upstream.report(message);
-        })
-        .with_egress(move |note: &EgressNote| {
-            let mut event = egress_template.clone();
-            event.kind = ToolEventKind::Egress {
-                connection: note.clone(),
-            };
-            for sink in &egress_sinks {
-                sink.emit(&event);
-            }
-            egress_upstream.report_egress(note);
-        });
-        ctx.clone().with_progress(progress)
     }
 
     /// Stages lookup to rules. With `report`, every stage is evaluated and
@@ -425,7 +407,7 @@ impl Executor {
         trace.stop()?;
         trace.record(Stage::Commands, self.check_commands(spec, &args));
         trace.stop()?;
-        let decision = self.policy.rules.decide_for(spec);
+        let (decision, scope) = self.policy.rules.decide_with_scope(spec);
         let rules = match &decision {
             Decision::Allow => Ok((StageOutcome::Pass, "allow".to_owned())),
             Decision::Ask { reason } => Ok((StageOutcome::Ask, format!("ask: {reason}"))),
@@ -441,6 +423,7 @@ impl Executor {
                 tool,
                 args,
                 decision,
+                scope,
             }),
         }
     }
@@ -494,144 +477,6 @@ impl Executor {
             Access::Inactive { reason } => Err(CallError::Inactive {
                 tool: spec.name.clone(),
                 reason,
-            }),
-        }
-    }
-
-    fn check_paths(
-        &self,
-        tool: &RegisteredTool,
-        args: &Value,
-        ctx: &CallContext,
-    ) -> Result<(StageOutcome, String), CallError> {
-        let denied = |reason| CallError::Denied {
-            stage: Stage::Paths,
-            reason,
-        };
-        let mut paths: Vec<Cow<'_, str>> =
-            strings_at(args, &tool.spec().path_args, "a path string")
-                .map_err(denied)?
-                .into_iter()
-                .map(Cow::Borrowed)
-                .collect();
-        // Paths inside other arguments (a patch's file headers) are checked
-        // the same way; the tool knows where they are.
-        let embedded = tool.handler().embedded_paths(args).map_err(denied)?;
-        paths.extend(embedded.into_iter().map(Cow::Owned));
-        if paths.is_empty() {
-            return Ok((StageOutcome::Skip, "no path arguments".to_owned()));
-        }
-        let mut allowed = Vec::new();
-        for raw in paths {
-            match self
-                .policy
-                .paths
-                .check(std::path::Path::new(raw.as_ref()), &ctx.cwd, &ctx.roots)
-            {
-                PathVerdict::Allowed { path, by } => {
-                    allowed.push(format!("{} ({by})", path.display()));
-                }
-                PathVerdict::Denied { reason, .. } => {
-                    return Err(CallError::Denied {
-                        stage: Stage::Paths,
-                        reason,
-                    });
-                }
-            }
-        }
-        Ok((
-            StageOutcome::Pass,
-            format!("allowed: {}", allowed.join(", ")),
-        ))
-    }
-
-    fn check_commands(
-        &self,
-        spec: &ToolSpec,
-        args: &Value,
-    ) -> Result<(StageOutcome, String), CallError> {
-        let scripts =
-            strings_at(args, &spec.command_args, "a shell script string").map_err(|reason| {
-                CallError::Denied {
-                    stage: Stage::Commands,
-                    reason,
-                }
-            })?;
-        if scripts.is_empty() {
-            return Ok((StageOutcome::Skip, "no shell scripts".to_owned()));
-        }
-        let mut found = Vec::new();
-        let mut notes = Vec::new();
-        for script in scripts {
-            match self.policy.commands.check(script) {
-                CommandVerdict::Allowed { commands } => found.extend(commands),
-                CommandVerdict::Denied { command, reason } => {
-                    return Err(CallError::Denied {
-                        stage: Stage::Commands,
-                        reason: format!("{reason} (in `{command}`)"),
-                    });
-                }
-                CommandVerdict::Unanalysable { reason } => {
-                    match self.policy.commands.parse_fallback() {
-                        ParseFallback::Deny => {
-                            return Err(CallError::Denied {
-                                stage: Stage::Commands,
-                                reason: format!(
-                                    "the script cannot be analysed ({reason}) and this policy refuses what it cannot analyse"
-                                ),
-                            });
-                        }
-                        ParseFallback::Sandbox => notes.push(format!(
-                            "the script cannot be analysed ({reason}); the sandbox is the boundary"
-                        )),
-                    }
-                }
-            }
-        }
-        let mut detail = format!("commands: {}", found.join(", "));
-        for note in notes {
-            detail.push_str("; ");
-            detail.push_str(&note);
-        }
-        Ok((StageOutcome::Pass, detail))
-    }
-
-    async fn approve(&self, cleared: &Cleared<'_>, ctx: &CallContext) -> Result<(), CallError> {
-        let Decision::Ask { reason } = &cleared.decision else {
-            return Ok(());
-        };
-        let Some(channel) = &self.approvals else {
-            return Err(CallError::ApprovalRequired {
-                reason: reason.clone(),
-            });
-        };
-        let spec = cleared.tool.spec();
-        let exact = ScopeKey::exact(&spec.name, &cleared.args);
-        let request = ApprovalRequest {
-            tool: spec.name.clone(),
-            arguments: cleared.args.clone(),
-            reason: reason.clone(),
-            caller: ctx.caller.clone(),
-            call_id: ctx.call_id.clone(),
-            effect_class: spec.effect_class,
-            group: spec.group.clone(),
-            scope: ApprovalScope::Exact,
-            covering: vec![exact.clone(), ScopeKey::tool(&spec.name)],
-            exact,
-            suggested_prefix: Vec::new(),
-            progress: ctx.progress.clone(),
-        };
-        match channel.request(&request).await {
-            ApprovalOutcome::Approved { .. } => Ok(()),
-            ApprovalOutcome::Refused { reason, id } => {
-                Err(CallError::ApprovalRefused { reason, id })
-            }
-            ApprovalOutcome::Unavailable { reason } => {
-                Err(CallError::ApprovalUnavailable { reason })
-            }
-            ApprovalOutcome::Pending { id } => Err(CallError::ApprovalPending {
-                id,
-                reason: reason.clone(),
             }),
         }
     }
@@ -709,30 +554,4 @@ impl Trace<'_> {
             }
         }
     }
-}
-
-/// The string values at `pointers`; an array contributes its strings. Any
-/// other value at a declared pointer is refused: a path hidden in an object
-/// or a nested array would otherwise reach the tool unchecked (tools with an
-/// external schema get their arguments unvalidated).
-fn strings_at<'v>(
-    args: &'v Value,
-    pointers: &[String],
-    what: &str,
-) -> Result<Vec<&'v str>, String> {
-    let mut out = Vec::new();
-    for pointer in pointers {
-        let bad = || format!("argument {pointer} must be {what} or an array of them");
-        match args.pointer(pointer) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) => out.push(s.as_str()),
-            Some(Value::Array(items)) => {
-                for item in items {
-                    out.push(item.as_str().ok_or_else(bad)?);
-                }
-            }
-            Some(_) => return Err(bad()),
-        }
-    }
-    Ok(out)
 }

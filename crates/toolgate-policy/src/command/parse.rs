@@ -81,6 +81,12 @@ pub(super) struct Analysis {
     /// Calls made from inside function bodies, for fork bomb detection.
     pub calls: Vec<Call>,
     pub device_writes: Vec<DeviceWrite>,
+    /// The target of every output redirect (`> out`, `2>> log`, `&> $F`)
+    /// that writes a file, as resolved or as written when only known at
+    /// run time; descriptor duplications (`2>&1`) are not writes. For
+    /// approvals by command prefix: a grant for `cargo test` does not cover
+    /// `cargo test > Cargo.toml`.
+    pub output_redirects: Vec<String>,
     /// Every variable the script sets, for the allowlist.
     pub assignments: Vec<Assignment>,
     /// Commands told to run a program their words do not name (`git -c
@@ -583,11 +589,14 @@ impl Extractor {
             .collect();
         let resolved = resolve_word(&destination, src);
         let [Word::Literal(target)] = resolved.as_slice() else {
+            let written = destination.iter().map(|n| node_text(*n, src)).collect();
+            self.analysis.output_redirects.push(written);
             return;
         };
         if operator == ">&" && (target == "-" || target.parse::<u32>().is_ok()) {
             return; // `>&2` duplicates a descriptor
         }
+        self.analysis.output_redirects.push(target.clone());
         self.analysis.device_writes.push(DeviceWrite {
             command: normalise_whitespace(node_text(statement, src)),
             target: target.clone(),
