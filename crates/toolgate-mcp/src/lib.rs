@@ -20,6 +20,7 @@
 //! [`narrow_roots`].
 
 mod convert;
+mod elicit;
 mod http;
 mod incoming;
 pub mod resolve;

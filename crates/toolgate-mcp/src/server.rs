@@ -77,6 +77,9 @@ struct Shared {
     /// The source's notices, fixed at the start.
     notices: Vec<String>,
     calls: AtomicU64,
+    /// The agent's name the operator gave (`--agent`, `[identity] agent`);
+    /// without it, each call is the client's (its `clientInfo` name).
+    agent: Option<String>,
 }
 
 /// toolgate's tools as an MCP server.
@@ -106,8 +109,17 @@ impl McpServer {
                 tools,
                 notices,
                 calls: AtomicU64::new(0),
+                agent: None,
             }),
         })
+    }
+
+    /// Names the agent of every call, whatever the client calls itself.
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.agent = Some(agent.into());
+        }
+        self
     }
 
     /// The tools a client sees.
@@ -337,19 +349,47 @@ impl Connection {
         resolved
     }
 
+    /// Who calls: the operator's name for the agent, else the client's.
+    fn agent(&self, context: &RequestContext<RoleServer>) -> String {
+        if let Some(agent) = &self.shared.agent {
+            return agent.clone();
+        }
+        context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.trim().to_owned())
+            .filter(|name| !name.is_empty() && !name.chars().any(char::is_control))
+            .map_or_else(|| "mcp".to_owned(), |name| name.chars().take(128).collect())
+    }
+
     /// Runs the call in `scope`, forwarding output lines as progress when the
-    /// client asked for it, and dropping the call (which kills its process
-    /// group) when the client cancels.
+    /// client asked for it (which includes "waiting for approval <id>" while
+    /// the call waits for a person), and dropping the call (which kills its
+    /// process group, or withdraws its wait and leaves the request pending)
+    /// when the client cancels. A client that offers elicitation is asked
+    /// in-line when the call needs a yes (see `elicit`).
     async fn run(
         &self,
         scope: &Scope,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let n = self.shared.calls.fetch_add(1, Ordering::Relaxed);
         let call_id = format!("mcp-{}-{n}", std::process::id());
-        let mut ctx =
-            CallContext::new(call_id, "mcp", scope.cwd.clone()).with_roots(scope.roots.clone());
+        let agent = self.agent(context);
+        let mut ctx = CallContext::new(call_id, agent.clone(), scope.cwd.clone())
+            .with_roots(scope.roots.clone());
+        let mut question = None;
+        if crate::elicit::offers_forms(context) {
+            if is_modern(context) {
+                let (asker, receiver) = crate::elicit::input_asker(&request, agent);
+                ctx = ctx.with_asker(asker);
+                question = Some(receiver);
+            } else {
+                let asker = crate::elicit::request_asker(context.peer.clone(), agent);
+                ctx = ctx.with_asker(asker);
+            }
+        }
         let lines = context.meta.get_progress_token().map(|token| {
             let (sender, receiver) = mpsc::unbounded_channel::<String>();
             ctx = ctx.clone().with_progress(Progress::new(move |line: &str| {
@@ -359,10 +399,19 @@ impl Connection {
         });
         let args = Value::Object(request.arguments.unwrap_or_default());
         let finished = CancellationToken::new();
+        let asked = async {
+            match question {
+                Some(receiver) => receiver.await.ok(),
+                None => None,
+            }
+        };
         let call = async {
             let outcome = tokio::select! {
-                outcome = scope.executor.call(&request.name, args, &ctx) => Some(outcome),
+                outcome = scope.executor.call(&request.name, args, &ctx) => Some(Ok(outcome)),
                 () = context.ct.cancelled() => None,
+                // 2026-07-28: the person is asked through the client's retry;
+                // the call ends here and its request stays pending.
+                Some(question) = asked => Some(Err(question)),
             };
             finished.cancel();
             outcome
@@ -373,13 +422,25 @@ impl Connection {
             }
         };
         let (outcome, ()) = tokio::join!(call, forward);
+        let outcome = match outcome {
+            None => return Err(ErrorData::internal_error("the call was cancelled", None)),
+            Some(Err(question)) => {
+                return match crate::elicit::input_required(&question) {
+                    Some(ask) => Ok(ask.into()),
+                    None => Err(ErrorData::internal_error(
+                        "cannot ask for the approval in-line",
+                        None,
+                    )),
+                };
+            }
+            Some(Ok(outcome)) => outcome,
+        };
         match outcome {
-            None => Err(ErrorData::internal_error("the call was cancelled", None)),
-            Some(Ok(result)) => Ok(call_result(result)),
-            Some(Err(error @ CallError::UnknownTool { .. })) => {
+            Ok(result) => Ok(call_result(result).into()),
+            Err(error @ CallError::UnknownTool { .. }) => {
                 Err(ErrorData::invalid_params(error.to_string(), None))
             }
-            Some(Err(error)) => {
+            Err(error) => {
                 if matches!(error, CallError::Denied { .. }) {
                     eprintln!("toolgate: {}: {error}", request.name);
                     self.log(
@@ -389,7 +450,7 @@ impl Connection {
                     )
                     .await;
                 }
-                Ok(refusal(&error))
+                Ok(refusal(&error).into())
             }
         }
     }
@@ -511,7 +572,7 @@ impl ServerHandler for Connection {
             }
             Err(input_required) => return Ok(input_required),
         };
-        Ok(self.run(&scope, request, &context).await?.into())
+        self.run(&scope, request, &context).await
     }
 
     async fn set_level(
