@@ -51,6 +51,7 @@ mod resolve;
 
 use std::ffi::OsStr;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
@@ -120,6 +121,9 @@ pub struct Jail {
     /// configuration, data and the files its config discovery reads
     /// ([`Jail::protect`]).
     extra_protected: Vec<PathBuf>,
+    /// Entries no tool may read either, relative to the root: toolgate's
+    /// own state and data ([`Jail::conceal`]).
+    concealed: Vec<PathBuf>,
 }
 
 impl Jail {
@@ -135,6 +139,7 @@ impl Jail {
             root: canonical,
             given,
             extra_protected: Vec::new(),
+            concealed: Vec::new(),
         })
     }
 
@@ -149,6 +154,70 @@ impl Jail {
         if let Ok(rel) = inside {
             self.extra_protected.push(rel.to_owned());
         }
+    }
+
+    /// The same root opened again, with the same protected and concealed
+    /// entries (for a caller that must change a jail others share).
+    pub fn reopen(&self) -> Result<Jail, JailError> {
+        let mut jail = Jail::open(&self.root)?;
+        jail.given.clone_from(&self.given);
+        jail.extra_protected.clone_from(&self.extra_protected);
+        jail.concealed.clone_from(&self.concealed);
+        Ok(jail)
+    }
+
+    /// Keeps `path` (absolute) and everything under it from being read,
+    /// listed or written, when it lies inside this root; a path elsewhere is
+    /// ignored. Attack: a root that holds toolgate's state directory (a root
+    /// of `~/.local`, or `XDG_STATE_HOME` set inside the project) would let
+    /// the agent read the checkpoints, process logs and audit records of
+    /// every other workspace, which `snapshot` and the rest keep apart.
+    pub fn conceal(&mut self, path: &Path) {
+        let inside = path
+            .strip_prefix(&self.root)
+            .or_else(|_| path.strip_prefix(&self.given));
+        if let Ok(rel) = inside {
+            self.concealed.push(rel.to_owned());
+        }
+        self.protect(path);
+    }
+
+    /// Whether `rel` (relative to the root, as given) names a concealed
+    /// entry or one under it, on its text alone (a walker that never follows
+    /// symlinks needs no more).
+    #[must_use]
+    pub fn is_concealed(&self, rel: &Path) -> bool {
+        self.concealed.iter().any(|c| rel.starts_with(c))
+    }
+
+    /// The concealed entries, relative to the root.
+    #[must_use]
+    pub fn concealed(&self) -> &[PathBuf] {
+        &self.concealed
+    }
+
+    /// Refuses `opened` (found at `rel`) when its real location, as the
+    /// kernel reports it, is concealed: a symlink inside the root may lead
+    /// there under another name.
+    fn refuse_concealed(
+        &self,
+        rel: &Path,
+        opened: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<(), JailError> {
+        if self.concealed.is_empty() {
+            return Ok(());
+        }
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd()));
+        let located = real
+            .ok()
+            .and_then(|p| p.strip_prefix(&self.root).ok().map(Path::to_owned));
+        // Without /proc the path as given decides.
+        if self.is_concealed(located.as_deref().unwrap_or(rel)) || self.is_concealed(rel) {
+            return Err(JailError::Concealed {
+                path: rel.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// The workspace root (canonical).
@@ -320,6 +389,7 @@ impl Jail {
             .read(true)
             .custom_flags(OFlags::DIRECTORY.bits().cast_signed());
         let dir = self.beneath(&rel, true, |p| self.dir.open_with(p, &options))?;
+        self.refuse_concealed(&rel, dir.as_fd())?;
         list::entries(&Dir::from_std_file(dir.into_std())).map_err(|(name, e)| match name {
             Some(name) => self.err(&rel.join(name), e),
             None => self.err(&rel, e),
@@ -482,6 +552,7 @@ impl Jail {
         let flags = (OFlags::NONBLOCK | OFlags::NOCTTY).bits();
         options.read(true).custom_flags(flags.cast_signed());
         let file = self.beneath(rel, true, |p| self.dir.open_with(p, &options))?;
+        self.refuse_concealed(rel, file.as_fd())?;
         let meta = file.metadata().map_err(|e| self.err(rel, e))?;
         if meta.is_dir() {
             return Err(JailError::IsADirectory { path: rel.into() });

@@ -30,7 +30,7 @@ pub mod workspace;
 pub use jail::{EntryInfo, EntryKind, FileStat, Jail, JailError};
 pub use plan::{BwrapPlan, HostEntry, HostView, PlanError, PlanFiles, RealHost};
 pub use probe::{Backend, BackendChoice, Probe, probe, probe_cached};
-pub use roots::{RootError, RootMap};
+pub use roots::{RootError, RootMap, canonical_lenient};
 pub use sandbox::{
     EgressSetup, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome,
 };

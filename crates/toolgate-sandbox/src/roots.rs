@@ -145,6 +145,23 @@ fn existing_dir(hint: &str, path: &Path) -> Result<PathBuf, RootError> {
     }
 }
 
+/// `path` with its longest existing ancestor canonicalized (symlinks
+/// resolved) and the rest, which does not exist yet, kept as it is: the
+/// form to compare with canonical roots for a path toolgate may create
+/// later (its own data directory).
+pub fn canonical_lenient(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    for ancestor in path.ancestors() {
+        if let Ok(canonical) = std::fs::canonicalize(ancestor) {
+            return missing.iter().rev().fold(canonical, |p, name| p.join(name));
+        }
+        if let Some(name) = ancestor.file_name() {
+            missing.push(name.to_owned());
+        }
+    }
+    path.to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

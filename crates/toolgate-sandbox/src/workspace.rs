@@ -105,6 +105,9 @@ pub struct LocalWorkspace {
     network: NetworkMode,
     filesystem: FilesystemRules,
     protected: Vec<PathBuf>,
+    /// Hidden from commands and unreadable for the file tools, where they
+    /// lie inside a root (see [`LocalWorkspace::conceal`]).
+    concealed: Vec<PathBuf>,
 }
 
 /// Extra filesystem rules for the commands of a workspace (from an
@@ -169,6 +172,7 @@ impl LocalWorkspace {
             network: NetworkMode::None,
             filesystem: FilesystemRules::default(),
             protected: Vec::new(),
+            concealed: Vec::new(),
         })
     }
 
@@ -178,18 +182,44 @@ impl LocalWorkspace {
     /// un-creatable when absent. Attack: an agent that writes
     /// `backend = "none"` into a config file toolgate reads at its next start.
     pub fn protect(mut self, paths: &[PathBuf]) -> Result<Self, WorkspaceError> {
-        for jail in &mut self.jails {
-            if Arc::get_mut(jail).is_none() {
-                *jail = Arc::new(Jail::open(jail.root())?);
-            }
-            if let Some(jail) = Arc::get_mut(jail) {
-                for path in paths {
-                    jail.protect(path);
-                }
-            }
-        }
+        self.each_jail(|jail| paths.iter().for_each(|p| jail.protect(p)))?;
         self.protected.extend(paths.iter().cloned());
         Ok(self)
+    }
+
+    /// Keeps `paths` (absolute; toolgate's own state and data directories)
+    /// and everything under them out of sight wherever they lie inside a
+    /// root: the file tools refuse to read, list or write them and commands
+    /// see them masked (and cannot write them). Attack: a root that holds the
+    /// state directory (a root of `~/.local`, `XDG_STATE_HOME` inside the
+    /// project) would give the agent the checkpoints, process logs and
+    /// approval records of every other workspace.
+    pub fn conceal(mut self, paths: &[PathBuf]) -> Result<Self, WorkspaceError> {
+        let paths: Vec<PathBuf> = paths
+            .iter()
+            .map(|p| crate::roots::canonical_lenient(p))
+            .filter(|p| self.roots.iter().any(|r| p.starts_with(r)))
+            .collect();
+        if paths.is_empty() {
+            return Ok(self);
+        }
+        self.each_jail(|jail| paths.iter().for_each(|p| jail.conceal(p)))?;
+        self.concealed.extend(paths);
+        Ok(self)
+    }
+
+    /// Runs `change` on every root's jail, reopening one that is shared
+    /// already (whoever shares it keeps the old one).
+    fn each_jail(&mut self, change: impl Fn(&mut Jail)) -> Result<(), WorkspaceError> {
+        for jail in &mut self.jails {
+            if Arc::get_mut(jail).is_none() {
+                *jail = Arc::new(jail.reopen()?);
+            }
+            if let Some(jail) = Arc::get_mut(jail) {
+                change(jail);
+            }
+        }
+        Ok(())
     }
 
     /// Sets extra filesystem rules for commands.
@@ -218,6 +248,8 @@ impl LocalWorkspace {
         spec.writable_roots = self.roots.clone();
         self.filesystem.apply_to(&mut spec);
         spec.write_deny.extend(self.protected.iter().cloned());
+        spec.write_deny.extend(self.concealed.iter().cloned());
+        spec.read_deny.extend(self.concealed.iter().cloned());
         spec
     }
 

@@ -119,6 +119,7 @@ fn kind<T>(result: &Result<T, JailError>) -> &'static str {
         Err(JailError::TooLarge { .. }) => "TooLarge",
         Err(JailError::Io { .. }) => "Io",
         Err(JailError::Protected { .. }) => "Protected",
+        Err(JailError::Concealed { .. }) => "Concealed",
     }
 }
 

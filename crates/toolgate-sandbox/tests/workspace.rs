@@ -127,3 +127,74 @@ async fn commands_run_sandboxed_in_the_workspace() {
         "{err}"
     );
 }
+
+/// Attack: the root holds toolgate's own state directory (a root of
+/// `~/.local`, or `XDG_STATE_HOME` set inside the project). The agent tries
+/// to read another workspace's checkpoint there: by path, through a symlink
+/// it planted, by listing, and from a command. Every way is refused, and the
+/// state is unchanged.
+#[tokio::test]
+async fn toolgate_state_inside_a_root_is_neither_readable_nor_listed_nor_writable() {
+    let (dir, ws) = setup();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let state = base.join("app/.state/toolgate");
+    std::fs::create_dir_all(state.join("snapshots")).unwrap();
+    std::fs::write(state.join("snapshots/other.json"), "other workspace").unwrap();
+    std::os::unix::fs::symlink(".state/toolgate/snapshots", base.join("app/peek")).unwrap();
+    // The data dir does not exist yet: toolgate may create it later.
+    let ws = ws
+        .conceal(&[state.clone(), base.join("app/.data/toolgate")])
+        .unwrap();
+
+    for path in [".state/toolgate/snapshots/other.json", "peek/other.json"] {
+        let err = ws.read_file(Path::new(path), 1 << 20).await.unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::Jail(JailError::Concealed { .. })),
+            "{path}: {err}"
+        );
+        assert!(err.to_string().contains("toolgate's own state"), "{err}");
+    }
+    for path in [".state/toolgate", ".state/toolgate/snapshots", "peek"] {
+        let err = ws.list_dir(Path::new(path)).await.unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::Jail(JailError::Concealed { .. })),
+            "{path}: {err}"
+        );
+    }
+    let err = ws
+        .write_file(
+            Path::new(".state/toolgate/snapshots/other.json"),
+            b"x".to_vec(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WorkspaceError::Jail(_)), "{err}");
+    // The rest of the root is untouched by the concealment.
+    ws.write_file(Path::new("src/ok.txt"), b"ok".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        ws.read_file(Path::new("src/ok.txt"), 10).await.unwrap(),
+        b"ok"
+    );
+
+    let o = ws
+        .exec(
+            SandboxCommand::shell(
+                "cat .state/toolgate/snapshots/other.json peek/other.json; \
+                 ls -A .state/toolgate; echo x > .state/toolgate/snapshots/other.json; \
+                 mkdir -p .data/toolgate && echo made > .data/toolgate/store; echo done",
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(!o.outcome.stdout.contains("other workspace"), "{o:?}");
+    assert!(!o.outcome.stdout.contains("snapshots"), "{o:?}");
+    assert!(o.outcome.stdout.ends_with("done\n"), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("snapshots/other.json")).unwrap(),
+        "other workspace"
+    );
+    assert!(!base.join("app/.data/toolgate/store").exists());
+}

@@ -24,6 +24,14 @@ pub enum JailError {
     /// and config, shell start-up files, editor and agent configuration.
     #[error("{}", protected_message(path, rule))]
     Protected { path: PathBuf, rule: &'static str },
+    /// The path is (or lies under) toolgate's own state or data directory,
+    /// which lies inside this root: no tool may read it.
+    #[error(
+        "`{}` is toolgate's own state (approvals, audit records, checkpoints and process logs \
+         of every workspace); no tool may read it and commands do not see it",
+        shown(path)
+    )]
+    Concealed { path: PathBuf },
     /// The path contains a NUL byte, which no file name can hold.
     #[error("the path {path:?} contains a NUL byte; remove it, no file name can contain one")]
     NulByte { path: PathBuf },

@@ -199,6 +199,14 @@ pub(crate) fn prepare(
     }
     let root = jail.root().to_path_buf();
     let start_abs = root.join(&rel);
+    // toolgate's own state, when it lies inside the root, is walked neither
+    // as the start (also not through a symlink to it) nor on the way.
+    let real = std::fs::canonicalize(&start_abs).unwrap_or_else(|_| start_abs.clone());
+    let real_rel = real.strip_prefix(&root).unwrap_or(&rel);
+    if jail.is_concealed(&rel) || jail.is_concealed(real_rel) {
+        return Err(JailError::Concealed { path: rel }.into());
+    }
+    let concealed = jail.concealed().iter().map(|c| root.join(c)).collect();
     let types = build_types(&opts.types)?;
     let include = PathGlobs::new("include", &opts.include)?;
     let exclude = PathGlobs::new("exclude", &opts.exclude)?;
@@ -209,6 +217,7 @@ pub(crate) fn prepare(
     };
     let filter = Arc::new(EntryFilter {
         root,
+        concealed,
         start: start_abs.clone(),
         include,
         exclude,
@@ -335,6 +344,8 @@ fn read_ignore(jail: &Jail, dir: &Path, name: &str) -> Option<Gitignore> {
 /// rules of the directories above the start.
 struct EntryFilter {
     root: PathBuf,
+    /// Absolute; never entered or listed (see [`Jail::conceal`]).
+    concealed: Vec<PathBuf>,
     start: PathBuf,
     include: PathGlobs,
     exclude: PathGlobs,
@@ -350,6 +361,9 @@ impl EntryFilter {
             return false;
         }
         let path = entry.path();
+        if self.concealed.iter().any(|c| path.starts_with(c)) {
+            return false;
+        }
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         for gi in &self.ancestors {
             match gi.matched(path, is_dir) {
