@@ -10,8 +10,10 @@
 //! - enforces a wall-clock timeout: SIGTERM to the group, SIGKILL after a grace period;
 //! - kills whatever is left of the group when the command exits or the run is cancelled;
 //! - ties the child's life to toolgate's, also a toolgate killed with SIGKILL: the child
-//!   is forked from one long-lived thread and gets SIGKILL when toolgate exits, and stage 2
-//!   gets a lifeline it watches (see `lifetime`);
+//!   is forked from one long-lived thread and gets SIGKILL when toolgate exits, stage 2
+//!   gets a lifeline it watches (see `lifetime`), and as root a sandboxed command is the
+//!   init of a pid namespace of its own, whose death ends every process in it (see
+//!   `pidns`);
 //! - reports the exit status as data (`exit_code`, `signal`, `timed_out`), never lost.
 //!
 //! It is not a sandbox. Confinement (namespaces, seccomp, Landlock) comes from the command
@@ -377,9 +379,11 @@ fn spawn(
     if let Some(target) = request.lifeline {
         pass_lifeline(&mut command, target).map_err(spawn_error)?;
     }
-    // Last: the pid-namespace cap forks, and only hooks before it run in the process
-    // that stays toolgate's child.
-    limits.enter_pid_namespace(&mut command);
+    // Last: the pid namespace forks, and only hooks before it run in the process that
+    // stays toolgate's child. A command with a lifeline is a sandboxed one: its
+    // processes must not outlive toolgate, also before the lifeline's watcher runs
+    // (see `pidns`).
+    limits.enter_pid_namespace(&mut command, request.lifeline.is_some());
     spawner::spawn(command).map_err(spawn_error)
 }
 

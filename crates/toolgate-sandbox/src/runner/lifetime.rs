@@ -1,18 +1,26 @@
 //! Tying a command's life to toolgate's, so that a toolgate killed with SIGKILL (no
 //! destructor runs, no process group is signalled) leaves nothing running.
 //!
-//! Two mechanisms, because neither covers everything alone:
+//! Three mechanisms, because none covers everything alone:
 //! - the parent-death signal: the child asks the kernel for SIGKILL the moment the
-//!   thread that forked it exits, and checks that its parent has not already gone;
+//!   thread that forked it exits, and checks that its parent has not already gone. It
+//!   holds for that one process only: the kernel clears it in every child it forks, and
+//!   on exec of a set-user-ID binary;
 //! - the lifeline: a pipe whose write end only toolgate holds. Its read end is handed
 //!   to stage 2, which keeps watch inside the sandbox and ends the command's whole
 //!   tree when the pipe reports end-of-file, i.e. when toolgate is gone, however it
-//!   died and whatever bubblewrap was doing at that moment.
+//!   died. It holds from the moment stage 2 runs;
+//! - as root, a pid namespace of the command's own (`pidns`), whose init is what
+//!   toolgate execs and dies with toolgate: the kernel then kills every process in it.
+//!   It holds from the first instruction of the command to the last.
 //!
-//! bubblewrap sets a death signal of its own on its pid-1 (`--die-with-parent`), but
-//! only after its mount setup: a toolgate killed during those milliseconds, that is
-//! right after `process_start` returned, left the sandbox's init and the command
-//! running for ever. The lifeline does not depend on that timing.
+//! The gap the namespace closes: bubblewrap's own pid 1 is forked without a death
+//! signal and arms `--die-with-parent` only after its mount setup; before that it
+//! waits for bubblewrap's outer process to write its uid map. A toolgate killed right
+//! after `process_start` took the outer process with it (its parent-death signal), and
+//! the inner one waited for ever, before stage 2 and its lifeline existed. Without root
+//! (no namespace can be made) that gap remains, narrowed to bubblewrap's first
+//! milliseconds.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

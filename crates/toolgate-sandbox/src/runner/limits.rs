@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::process::Command;
 
 use super::cgroup::{CgroupHost, CommandCgroup, Controller};
-use super::pidns::PidNamespaceCap;
+use super::pidns::PidNamespace;
 
 /// Resource limits of a command. `None` keeps what the runner itself has.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -157,8 +157,8 @@ impl ResourceLimits {
             None => ProcessCap::Unset,
             Some(_) if in_cgroup(Controller::Pids) => ProcessCap::Cgroup,
             Some(max) if rustix::process::geteuid().is_root() => {
-                match PidNamespaceCap::available() {
-                    Ok(()) => ProcessCap::PidNamespace(PidNamespaceCap::new(max)),
+                match PidNamespace::available_capped() {
+                    Ok(()) => ProcessCap::PidNamespace(PidNamespace::capped(max)),
                     Err(why) => ProcessCap::Unenforced(why),
                 }
             }
@@ -359,7 +359,7 @@ impl CgroupHostRef {
 enum ProcessCap {
     Unset,
     Cgroup,
-    PidNamespace(PidNamespaceCap),
+    PidNamespace(PidNamespace),
     /// RLIMIT_NPROC at this value: the user's tasks now plus the limit.
     Nproc(u64),
     Unenforced(String),
@@ -414,7 +414,7 @@ type RlimitPlan = [Option<(Resource, Rlimit)>; 6];
 pub(super) struct Enforcement {
     rlimits: RlimitPlan,
     cgroup: Option<CommandCgroup>,
-    pid_cap: Option<PidNamespaceCap>,
+    pid_cap: Option<PidNamespace>,
 }
 
 impl Enforcement {
@@ -447,14 +447,18 @@ impl Enforcement {
         }
     }
 
-    /// Where that is the process cap, makes the child enter a capped pid namespace
-    /// before `exec`. Register it after every other `pre_exec` hook: it forks, and the
-    /// hooks registered after it would run only in the grandchild that execs, not in
-    /// the child the runner waits for.
-    pub(super) fn enter_pid_namespace(&self, command: &mut Command) {
-        if let Some(cap) = self.pid_cap {
-            cap.apply_before_exec(command);
-        }
+    /// Makes the child enter a pid namespace before `exec`: a capped one where that is
+    /// the process cap; else, with `tied`, one that only ties the command's processes
+    /// to its init, where this process may make one (root). Register it after every
+    /// other `pre_exec` hook: it forks, and the hooks registered after it would run
+    /// only in the grandchild that execs, not in the child the runner waits for.
+    pub(super) fn enter_pid_namespace(&self, command: &mut Command, tied: bool) {
+        let namespace = match self.pid_cap {
+            Some(cap) => cap,
+            None if tied && PidNamespace::available().is_ok() => PidNamespace::uncapped(),
+            None => return,
+        };
+        namespace.apply_before_exec(command);
     }
 
     /// After the run: kills whatever is left in the command's cgroup (processes that

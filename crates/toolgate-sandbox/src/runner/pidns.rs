@@ -1,12 +1,24 @@
-//! The process cap where no pids cgroup can be had: a pid namespace with its own
-//! `pid_max`.
+//! A pid namespace of the command's own, whose init is the program toolgate execs
+//! (bubblewrap, or stage 2 under the landlock backend), tied to toolgate's life; and,
+//! where no pids cgroup can be had, the process cap held by that namespace's `pid_max`.
 //!
-//! Since Linux 6.14 `/proc/sys/kernel/pid_max` is per pid namespace: the value a process
-//! reads and writes is that of its own (active) pid namespace, and a fork needs a free
-//! pid at every level, so a namespace with a small `pid_max` bounds everything forked in
-//! it, also for uid 0, for which RLIMIT_NPROC does nothing. This is the fallback for root
-//! on machines without a usable pids controller (a container with a read-only cgroupfs,
-//! a cgroup v2 desktop where toolgate is not alone in its cgroup).
+//! Why a namespace of its own, also under bubblewrap (which makes one itself): when the
+//! init of a pid namespace dies, the kernel kills every process in it, nested namespaces
+//! included, whatever they are doing. bubblewrap's own pid 1 gets its parent-death
+//! signal only at the end of its setup; until then it waits, in a read of an eventfd, for
+//! bubblewrap's outer process to write its uid map. Attack: toolgate is SIGKILLed right
+//! after `process_start`; the outer bubblewrap dies with it (its death signal) before that
+//! write, and its child waits for ever, reparented to the host's init, in the command's
+//! cgroup, with every descriptor it was given. No watcher inside the sandbox ever starts,
+//! so nothing of ours could end it. As the init of a namespace of ours, the outer
+//! bubblewrap takes that child with it, at any moment of its setup.
+//!
+//! The cap: since Linux 6.14 `/proc/sys/kernel/pid_max` is per pid namespace: the value a
+//! process reads and writes is that of its own (active) pid namespace, and a fork needs a
+//! free pid at every level, so a namespace with a small `pid_max` bounds everything forked
+//! in it, also for uid 0, for which RLIMIT_NPROC does nothing. This is the fallback for
+//! root on machines without a usable pids controller (a container with a read-only
+//! cgroupfs, a cgroup v2 desktop where toolgate is not alone in its cgroup).
 //!
 //! The kernel refuses a `pid_max` below 301 (`echo 60 > pid_max` fails with EINVAL, which
 //! a shell reports as "I/O error"), and pids below 300 are handed out only until the
@@ -19,36 +31,45 @@
 //! 1. `unshare(CLONE_NEWPID | CLONE_NEWNS)`: the child's next child is pid 1 of a new
 //!    pid namespace, in a mount namespace of its own.
 //! 2. A raw `clone` (not libc's `fork`, which runs atfork handlers). The grandchild is in
-//!    the namespace; it makes its mounts private and mounts a /proc of the new pid
-//!    namespace (bubblewrap reads `/proc/<pid>/ns` of its child by the pid it sees, and
-//!    a host /proc knows no such pid; the mount propagates nowhere). Then it writes
-//!    `ns_last_pid` and `pid_max` (sysctls resolve against the writer's pid namespace,
-//!    so these are the new namespace's), asks for SIGKILL when its parent dies, and
-//!    returns to exec the command as the namespace's init. When that init exits, the
-//!    kernel kills everything else in the namespace: nothing the command started
-//!    outlives it.
-//! 3. The child closes every descriptor (so std's exec-error pipe and the output pipes
-//!    are the grandchild's alone), waits for the grandchild and ends as it ended: the
-//!    same exit code, or death by the same signal. A signal that kills the child (the
-//!    runner's SIGTERM or SIGKILL to the group, which reaches both) kills the grandchild
-//!    through the parent-death signal, and with it the whole namespace.
+//!    the namespace. It asks for SIGKILL when its parent dies and checks that the parent
+//!    still lives; makes its mounts private and mounts a /proc of the new pid namespace
+//!    (bubblewrap reads `/proc/<pid>/ns` of its child by the pid it sees, and a host
+//!    /proc knows no such pid; the mount propagates nowhere); with a cap, writes
+//!    `ns_last_pid` and `pid_max` (sysctls resolve against the writer's pid namespace, so
+//!    these are the new namespace's). Then it returns to exec the command as the
+//!    namespace's init.
+//! 3. The child stays as the command's stand-in towards the runner ([`stand_in`]): it
+//!    dies with toolgate (the runner's parent-death signal), which kills the init and so
+//!    the namespace; it passes on the group's signals as they would have acted on the
+//!    init (an init ignores signals it has no handler for); and it ends as the init
+//!    ended.
 //!
-//! Needs CAP_SYS_ADMIN (toolgate as root); [`PidNamespaceCap::available`] says whether
-//! this kernel and process can do it, by trying once.
+//! Needs CAP_SYS_ADMIN (toolgate as root); [`PidNamespace::available`] and
+//! [`PidNamespace::available_capped`] say whether this kernel and process can do it,
+//! by trying once.
+
+mod stand_in;
 
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 use rustix::fs::{Mode, OFlags};
-use rustix::process::{Signal, WaitOptions};
+use rustix::process::Signal;
 use tokio::process::Command;
 
 /// `RESERVED_PIDS` of the kernel: below it pids are used only before the first wrap.
 const RESERVED_PIDS: u64 = 300;
 
-/// A cap of `processes` tasks (processes and threads) for one command.
+/// A pid namespace for one command, with or without a cap on its tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PidNamespaceCap {
+pub(crate) struct PidNamespace {
+    cap: Option<Cap>,
+}
+
+/// The two sysctl values of a cap of N tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cap {
     pid_max: Digits,
     last_pid: Digits,
 }
@@ -81,34 +102,61 @@ impl Digits {
     }
 }
 
-impl PidNamespaceCap {
+impl PidNamespace {
     /// At most `processes` tasks, the command's init included (at least 2: the
     /// kernel's smallest `pid_max` is 301).
-    pub(crate) fn new(processes: u64) -> PidNamespaceCap {
+    pub(crate) fn capped(processes: u64) -> PidNamespace {
         let pid_max = (RESERVED_PIDS - 1)
             .saturating_add(processes.max(2))
             .min(1 << 22);
-        PidNamespaceCap {
-            pid_max: Digits::of(pid_max),
-            last_pid: Digits::of(RESERVED_PIDS),
+        PidNamespace {
+            cap: Some(Cap {
+                pid_max: Digits::of(pid_max),
+                last_pid: Digits::of(RESERVED_PIDS),
+            }),
         }
+    }
+
+    /// A namespace that only ties the command's processes to its init.
+    pub(crate) fn uncapped() -> PidNamespace {
+        PidNamespace { cap: None }
+    }
+
+    /// Whether a pid namespace of the command's own can be made here (root, or
+    /// CAP_SYS_ADMIN): tried once per process with `/bin/sh -c 'exit 0'`.
+    pub(crate) fn available() -> Result<(), String> {
+        static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
+        AVAILABLE
+            .get_or_init(|| probe(PidNamespace::uncapped(), "a pid namespace of its own"))
+            .clone()
     }
 
     /// Whether a capped pid namespace can be made here (root with a kernel that keeps
     /// `pid_max` per namespace): tried once per process with `/bin/sh -c 'exit 0'`.
-    pub(crate) fn available() -> Result<(), String> {
+    pub(crate) fn available_capped() -> Result<(), String> {
         static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
-        AVAILABLE.get_or_init(probe).clone()
+        AVAILABLE
+            .get_or_init(|| {
+                PidNamespace::available()?;
+                probe(PidNamespace::capped(8), "a capped pid namespace").map_err(|e| {
+                    format!(
+                        "this kernel keeps no pid_max per pid namespace (Linux 6.14 or \
+                         later does): {e}"
+                    )
+                })
+            })
+            .clone()
     }
 
-    /// Makes the command the init of a new pid namespace capped at this many tasks
-    /// (see the module doc). Register it after every other `pre_exec` hook that must
-    /// run in the child that execs: hooks registered later run in the grandchild only.
+    /// Makes the command the init of a new pid namespace (see the module doc).
+    /// Register it after every other `pre_exec` hook that must run in the child that
+    /// execs: hooks registered later run in the grandchild only.
     pub(crate) fn apply_before_exec(self, command: &mut Command) {
         // SAFETY: runs in the forked child before exec. Only raw syscalls (unshare,
-        // clone, open, write, close, prctl, wait4, kill, exit) on values copied before
-        // the fork: no allocation, no lock. The raw clone duplicates this
-        // single-threaded child; the copy returns into std's exec path like the child.
+        // open, pipe2, clone, mount, write, close, prctl, poll, sigprocmask, signalfd,
+        // read, wait4, kill, exit) on values copied before the fork: no allocation, no
+        // lock. The raw clone duplicates this single-threaded child; the copy returns
+        // into std's exec path like the child.
         unsafe {
             command.pre_exec(move || self.enter());
         }
@@ -121,19 +169,52 @@ impl PidNamespaceCap {
                 rustix::thread::UnshareFlags::NEWPID | rustix::thread::UnshareFlags::NEWNS,
             )?;
         };
+        // The host's procfs, opened before the init covers /proc with its own: the
+        // stand-in reads the init's signal dispositions there, by its host pid.
+        let host_proc = rustix::fs::open(
+            c"/proc",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Held by the stand-in alone (close-on-exec, and the init closes its copy): the
+        // init sees it hang up once the stand-in is gone.
+        let (alive_read, alive_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         // SAFETY: a raw fork (SIGCHLD as the exit signal, no new stack): both copies
         // go on with their own copy of this stack.
         let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
         match pid {
             -1 => Err(io::Error::last_os_error()),
-            0 => self.as_init(),
-            pid => wait_and_end_like(pid as i32),
+            0 => {
+                drop(alive_write);
+                drop(host_proc);
+                self.as_init(&alive_read)
+            }
+            pid => {
+                drop(alive_read);
+                stand_in::serve(pid as i32, &host_proc, &alive_write)
+            }
         }
     }
 
     /// In the grandchild, pid 1 of the new namespace, before exec.
-    fn as_init(&self) -> io::Result<()> {
+    fn as_init(&self, alive: &OwnedFd) -> io::Result<()> {
         rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+        // Attack: toolgate is killed between the clone and the prctl above, taking the
+        // stand-in with it: the death signal is then never sent and the command would
+        // run unsupervised. getppid says nothing here (a parent outside the namespace
+        // reads as 0); the stand-in's end of this pipe closes only when it exits.
+        let mut poll = libc::pollfd {
+            fd: alive.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd, without waiting.
+        if unsafe { libc::poll(&mut poll, 1, 0) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if poll.revents & (libc::POLLHUP | libc::POLLIN) != 0 {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
         // SAFETY: raw mount syscalls with static C strings. Private first, so that the
         // new /proc does not propagate back to the host's mount namespace.
         unsafe {
@@ -160,8 +241,10 @@ impl PidNamespaceCap {
                 return Err(io::Error::last_os_error());
             }
         }
-        write_sysctl(c"/proc/sys/kernel/ns_last_pid", self.last_pid.as_bytes())?;
-        write_sysctl(c"/proc/sys/kernel/pid_max", self.pid_max.as_bytes())?;
+        if let Some(cap) = self.cap {
+            write_sysctl(c"/proc/sys/kernel/ns_last_pid", cap.last_pid.as_bytes())?;
+            write_sysctl(c"/proc/sys/kernel/pid_max", cap.pid_max.as_bytes())?;
+        }
         Ok(())
     }
 }
@@ -172,45 +255,9 @@ fn write_sysctl(path: &std::ffi::CStr, value: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// In the child: waits for the grandchild and ends the way it ended. Never returns.
-fn wait_and_end_like(pid: i32) -> ! {
-    // SAFETY: raw syscalls only. close_range on every descriptor: the child needs none,
-    // and must not hold std's exec-error pipe open (spawn would wait for it forever)
-    // nor the command's output pipes.
-    unsafe {
-        libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
-    }
-    let child = rustix::process::Pid::from_raw(pid);
-    let status = loop {
-        match rustix::process::waitpid(child, WaitOptions::empty()) {
-            Err(rustix::io::Errno::INTR) => continue,
-            Ok(Some((_, status))) => break Some(status),
-            _ => break None,
-        }
-    };
-    let code = match status {
-        Some(status) if status.exited() => status.exit_status().unwrap_or(1),
-        Some(status) => match status.terminating_signal() {
-            Some(signal) => {
-                // SAFETY: restoring the default action and raising the signal the
-                // grandchild died of, so the runner sees the same death; raw syscalls.
-                unsafe {
-                    libc::signal(signal, libc::SIG_DFL);
-                    libc::kill(libc::getpid(), signal);
-                }
-                128 + signal
-            }
-            None => 1,
-        },
-        None => 1,
-    };
-    // SAFETY: `_exit` skips atexit handlers and stdio flushing, as a forked child must.
-    unsafe { libc::_exit(code) }
-}
-
-fn probe() -> Result<(), String> {
+fn probe(namespace: PidNamespace, what: &str) -> Result<(), String> {
     if !rustix::process::geteuid().is_root() {
-        return Err("needs root (CAP_SYS_ADMIN) for a pid namespace of its own".to_owned());
+        return Err(format!("needs root (CAP_SYS_ADMIN) for {what}"));
     }
     let mut command = Command::new("/bin/sh");
     command
@@ -218,14 +265,12 @@ fn probe() -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    PidNamespaceCap::new(8).apply_before_exec(&mut command);
+    namespace.apply_before_exec(&mut command);
     let mut std_command = command.into_std();
     match std_command.status() {
         Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(format!("a capped pid namespace failed here ({status})")),
-        Err(e) => Err(format!(
-            "this kernel keeps no pid_max per pid namespace (Linux 6.14 or later does): {e}"
-        )),
+        Ok(status) => Err(format!("{what} failed here ({status})")),
+        Err(e) => Err(format!("{what} cannot be made here: {e}")),
     }
 }
 
@@ -246,8 +291,8 @@ mod tests {
         let cases = [(64, 363), (2, 301), (1, 301), (0, 301), (u64::MAX, 1 << 22)];
         for (processes, pid_max) in cases {
             assert_eq!(
-                PidNamespaceCap::new(processes).pid_max,
-                Digits::of(pid_max),
+                PidNamespace::capped(processes).cap.map(|c| c.pid_max),
+                Some(Digits::of(pid_max)),
                 "{processes}"
             );
         }

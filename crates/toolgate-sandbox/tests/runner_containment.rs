@@ -1,0 +1,165 @@
+//! Attacks on what a command keeps from toolgate: its life past toolgate's. Real
+//! processes, run by the runner as root.
+//!
+//! A command given a lifeline is a sandboxed one. Toolgate killed with SIGKILL must
+//! take every process of it along, also a process that no death signal reaches and no
+//! watcher knows of (bubblewrap's pid 1 during its setup is one: forked without a death
+//! signal, waiting for a parent that died with toolgate). The test plays toolgate with
+//! a copy of this test binary, kills it, and looks for a daemon its command started.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use toolgate_sandbox::runner::{ExecOutcome, ExecRequest, run, run_streaming};
+
+/// Far beyond any wait here: reaching it means something hung.
+const HANG: Duration = Duration::from_secs(30);
+
+/// Set in the environment of the copy of this binary that plays toolgate.
+const PLAY_TOOLGATE: &str = "TOOLGATE_TEST_PLAY_TOOLGATE";
+
+/// The daemon's script: a command line that carries `marker` for as long as it runs.
+fn daemon_script(marker: &str) -> String {
+    format!(
+        "setsid sh -c 'while :; do sleep 0.1; done # {marker}' </dev/null >/dev/null 2>&1 & \
+         echo started; wait"
+    )
+}
+
+/// The pids of processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&raw).contains(needle) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + HANG;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// The part of toolgate this test kills: runs the daemon's command with a lifeline and
+/// says `started` once the command did; then waits to be killed. Run only as the copy.
+#[tokio::test]
+#[ignore = "run by a_sigkilled_toolgate_takes_a_daemon_no_watcher_knows_along"]
+async fn play_toolgate() {
+    let marker = std::env::var(PLAY_TOOLGATE).unwrap();
+    let request = ExecRequest::new("/bin/sh")
+        .args(["-c", &daemon_script(&marker)])
+        .env("PATH", "/usr/bin:/bin")
+        .timeout(HANG * 4)
+        .lifeline(4);
+    let _ = run_streaming(request, |_, line| {
+        println!("{line}");
+    })
+    .await;
+}
+
+#[test]
+fn a_sigkilled_toolgate_takes_a_daemon_no_watcher_knows_along() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this attack needs root: only root can give a command a pid namespace of its own"
+    );
+    let marker = format!("zzcontain{}", std::process::id());
+    let mut toolgate = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "play_toolgate", "--ignored", "--nocapture"])
+        .env(PLAY_TOOLGATE, &marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(toolgate.stdout.take().unwrap());
+    let started = stdout.lines().map_while(Result::ok).any(|l| l == "started");
+    assert!(started, "the command never started");
+    // The daemon runs, in a session of its own: no group kill reaches it, and no
+    // keeper watches it (the command is plain sh, not stage 2).
+    assert!(
+        eventually(|| !processes_with(&marker).is_empty()),
+        "no daemon"
+    );
+
+    toolgate.kill().unwrap();
+    toolgate.wait().unwrap();
+
+    let gone = eventually(|| processes_with(&marker).is_empty());
+    let left = processes_with(&marker);
+    for pid in &left {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(gone, "the daemon outlived the SIGKILLed toolgate: {left:?}");
+}
+
+/// The timeout's SIGTERM reaches a lifeline command as it reaches any command,
+/// although the pid namespace makes it an init (which the kernel spares the signals it
+/// has no handler for): a command that handles it decides, one that does not dies of
+/// it, one that ignores it is killed after the grace.
+#[tokio::test]
+async fn a_lifeline_command_meets_sigterm_as_any_command() {
+    let cases = [
+        (
+            "trap 'echo term; exit 3' TERM; echo up; while :; do sleep 0.1; done",
+            3,
+            None,
+        ),
+        ("echo up; exec sleep 1000", 143, Some(15)),
+        ("trap '' TERM; echo up; exec sleep 1000", 137, Some(9)),
+    ];
+    for (script, exit_code, signal) in cases {
+        let mut outcomes = Vec::new();
+        for lifeline in [false, true] {
+            let mut request = ExecRequest::new("/bin/sh")
+                .args(["-c", script])
+                .env("PATH", "/usr/bin:/bin")
+                .timeout(Duration::from_secs(1))
+                .kill_grace(Duration::from_secs(1));
+            if lifeline {
+                request = request.lifeline(4);
+            }
+            let outcome = tokio::time::timeout(HANG, run(request))
+                .await
+                .expect("the run hung")
+                .expect("the run failed");
+            // stderr aside: whether the shell reports its foreground `sleep` as
+            // "Terminated" depends on which of the two the group's signal reaches first.
+            outcomes.push(ExecOutcome {
+                duration_ms: 0,
+                stderr: String::new(),
+                ..outcome
+            });
+        }
+        assert_eq!(outcomes[1], outcomes[0], "{script}");
+        assert_eq!(
+            (
+                outcomes[1].exit_code,
+                outcomes[1].signal,
+                outcomes[1].timed_out
+            ),
+            (exit_code, signal, true),
+            "{script}"
+        );
+    }
+}
