@@ -1,0 +1,39 @@
+//! toolgate's store: approval requests, grants, refusals and the audit log,
+//! on SQLite (the default: one file, nothing to install) or PostgreSQL
+//! (shared by many hosts), with the same migrations and the same behaviour.
+//!
+//! - [`open`] connects, creates what is missing and migrates under a lock.
+//! - [`Store`] is the one interface: file or reuse a pending request,
+//!   answer it (a grant or a refusal), spend a grant exactly once, find a
+//!   live refusal, append to and verify the hash-chained audit log.
+//!   Every method is scoped to a [`Tenant`].
+//!
+//! This crate is not the policy: which calls ask is decided by
+//! toolgate-policy's rules; this crate only remembers the answers.
+
+mod error;
+mod model;
+mod sql;
+mod store;
+
+use std::sync::Arc;
+
+pub use error::StoreError;
+pub use model::{
+    Answer, Backend, Clock, Decided, Filed, Grant, NewRequest, Refusal, Request, RequestFilter,
+    RequestState, Spend, SpendFor, Tenant,
+};
+pub use store::{AuditEntry, AuditFilter, AuditVerdict, Store};
+
+/// Opens (creating on first use) and migrates the store at `backend`. An
+/// unreachable PostgreSQL or an uncreatable SQLite file is
+/// [`StoreError::Unreachable`], said with where it looked.
+pub async fn open(backend: Backend) -> Result<Arc<dyn Store>, StoreError> {
+    sql::open(backend, Clock::system()).await
+}
+
+/// [`open`] with a clock of the caller's (tests move it forward to see
+/// grants, refusals and requests expire).
+pub async fn open_with_clock(backend: Backend, clock: Clock) -> Result<Arc<dyn Store>, StoreError> {
+    sql::open(backend, clock).await
+}

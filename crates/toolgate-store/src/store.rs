@@ -1,0 +1,139 @@
+//! The one interface both adapters implement.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use toolgate_policy::AuditRecord;
+
+use crate::error::StoreError;
+use crate::model::{
+    Answer, Decided, Filed, Grant, NewRequest, Refusal, Request, RequestFilter, Spend, SpendFor,
+    Tenant,
+};
+
+/// The store under approvals and audit: SQLite or PostgreSQL, the same
+/// migrations and the same behaviour. Every method names a tenant and only
+/// ever reads or writes that tenant's rows. A busy or locked database is
+/// retried inside each method (never reported as a denial); what is left is
+/// a [`StoreError`], which a caller must never read as "allowed".
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// `sqlite` or `postgres`.
+    fn backend_name(&self) -> &'static str;
+
+    /// The pending request for `new.exact` if there is one (not expired),
+    /// else a new one: never a second request for the same question, also
+    /// when many callers ask at once.
+    async fn file_or_reuse(&self, tenant: &Tenant, new: &NewRequest) -> Result<Filed, StoreError>;
+
+    /// One request, any state.
+    async fn request(&self, tenant: &Tenant, id: &str) -> Result<Option<Request>, StoreError>;
+
+    /// Requests, newest first.
+    async fn requests(
+        &self,
+        tenant: &Tenant,
+        filter: &RequestFilter,
+    ) -> Result<Vec<Request>, StoreError>;
+
+    /// Answers a pending request: in one transaction the request becomes
+    /// approved or denied and its grant or refusal is written. A request
+    /// answered already or expired is [`StoreError::NotPending`].
+    async fn decide(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        answer: &Answer,
+        by: &str,
+    ) -> Result<Decided, StoreError>;
+
+    /// Spends one use of a usable grant (not expired, uses left or
+    /// unlimited) covering one of `spend.covering`: one conditional UPDATE,
+    /// and the spend row in the same transaction. The grant's id, or `None`
+    /// when no grant covers the call.
+    async fn spend(
+        &self,
+        tenant: &Tenant,
+        spend: &SpendFor<'_>,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// A refusal covering one of `covering` that has not expired.
+    async fn live_refusal(
+        &self,
+        tenant: &Tenant,
+        covering: &[String],
+    ) -> Result<Option<Refusal>, StoreError>;
+
+    /// One grant.
+    async fn grant(&self, tenant: &Tenant, id: &str) -> Result<Option<Grant>, StoreError>;
+
+    /// The spends of one grant, oldest first.
+    async fn spends(&self, tenant: &Tenant, grant_id: &str) -> Result<Vec<Spend>, StoreError>;
+
+    /// Appends one audit record: the next sequence number of the tenant and
+    /// the digest of the record before it, serialised per tenant.
+    async fn append_audit(
+        &self,
+        tenant: &Tenant,
+        record: &AuditRecord,
+    ) -> Result<AuditEntry, StoreError>;
+
+    /// Audit records, oldest first.
+    async fn audit(
+        &self,
+        tenant: &Tenant,
+        filter: &AuditFilter,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Checks the tenant's whole chain.
+    async fn verify_audit(&self, tenant: &Tenant) -> Result<AuditVerdict, StoreError>;
+}
+
+/// One stored audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditEntry {
+    /// 1, 2, 3 … per tenant.
+    pub seq: i64,
+    /// When the store appended it, unix ms.
+    pub at_ms: i64,
+    /// The record.
+    pub record: AuditRecord,
+    /// The hash of the record before (64 zeros for the first).
+    pub prev_hash: String,
+    /// This record's hash.
+    pub hash: String,
+}
+
+/// Which audit records to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only this agent.
+    pub agent: Option<String>,
+    /// Only this decision (`allow`, `ask`, `deny`).
+    pub decision: Option<String>,
+    /// Only records appended at or after this unix ms.
+    pub since_ms: Option<i64>,
+    /// Only records after this sequence number (for following).
+    pub after_seq: Option<i64>,
+    /// At most this many (`None`: 10 000), oldest first.
+    pub limit: Option<u32>,
+}
+
+/// What `verify_audit` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuditVerdict {
+    /// Every record is where it was written, unchanged; `records` of them.
+    Intact {
+        /// How many.
+        records: u64,
+    },
+    /// The first place the chain does not hold.
+    Broken {
+        /// The sequence number at which it breaks.
+        seq: i64,
+        /// What is wrong there.
+        what: String,
+    },
+}
