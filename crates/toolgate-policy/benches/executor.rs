@@ -1,4 +1,5 @@
-//! One Executor call of a no-op tool: validation plus every policy layer.
+//! One Executor call of a no-op tool: validation plus every policy layer,
+//! and with an audit sink, what the audit record adds.
 //! The pipeline should cost microseconds, so that it never matters next to
 //! the tool it guards.
 
@@ -14,7 +15,7 @@ use toolgate_core::{
     CallContext, EffectClass, Idempotency, Registry, Tool, ToolError, ToolHandler, ToolOutput,
     ToolSpec, async_trait,
 };
-use toolgate_policy::{Executor, Policy};
+use toolgate_policy::{AuditRecord, AuditSink, Executor, Policy};
 
 struct Noop(ToolSpec);
 
@@ -31,7 +32,18 @@ impl Tool for Noop {
     }
 }
 
-fn executor() -> Executor {
+/// Takes every record and keeps none: what the audit hook itself costs.
+struct Discard;
+
+#[async_trait]
+impl AuditSink for Discard {
+    async fn record(&self, record: &AuditRecord) -> Result<(), String> {
+        black_box(record);
+        Ok(())
+    }
+}
+
+fn executor(audit: bool) -> Executor {
     let mut registry = Registry::new();
     let spec = ToolSpec::new("noop", "Does nothing.", EffectClass::MutateReversible)
         .idempotency(Idempotency::CheckBeforeAct)
@@ -47,13 +59,16 @@ fn executor() -> Executor {
             }
         }));
     registry.register(Arc::new(Noop(spec))).unwrap();
-    Executor::builder(registry)
-        .policy(Policy::standard())
-        .build()
+    let builder = Executor::builder(registry).policy(Policy::standard());
+    match audit {
+        true => builder.audit(Arc::new(Discard)).build(),
+        false => builder.build(),
+    }
 }
 
 fn bench(c: &mut Criterion) {
-    let exec = executor();
+    let exec = executor(false);
+    let audited = executor(true);
     let ctx = CallContext::new("bench", "bench", PathBuf::from("/work/app"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -75,6 +90,13 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    let script = json!({"path": "src/main.rs", "command": "cargo build 2>&1 | tail -n 20"});
+    c.bench_function("noop/path+script+audit", |b| {
+        b.iter(|| {
+            let result = runtime.block_on(audited.call("noop", black_box(script.clone()), &ctx));
+            black_box(result.unwrap())
+        })
+    });
     c.bench_function("noop/explain", |b| {
         b.iter(|| black_box(exec.explain("noop", json!({"path": "a"}), &ctx)))
     });

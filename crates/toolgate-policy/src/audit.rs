@@ -62,7 +62,7 @@ pub struct AuditRecord {
 }
 
 /// How much of a call's arguments the log keeps: canonical JSON bytes.
-pub const MAX_AUDIT_ARGUMENT_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_AUDIT_ARGUMENT_BYTES: usize = 8 * 1024;
 
 /// Longest string kept whole when the arguments are over
 /// [`MAX_AUDIT_ARGUMENT_BYTES`]: a 1 MiB file body is cut, its path kept.
@@ -71,7 +71,7 @@ const CUT_STRING_BYTES: usize = 256;
 /// Key names whose values are never written to the log (case-insensitive,
 /// anywhere in the key): an agent passing a token to a tool must not leave
 /// it in a log that people and other agents read.
-pub const SECRET_KEY_PARTS: &[&str] = &[
+pub(crate) const SECRET_KEY_PARTS: &[&str] = &[
     "token",
     "secret",
     "password",
@@ -85,13 +85,13 @@ pub const SECRET_KEY_PARTS: &[&str] = &[
 ];
 
 /// What stands in for a redacted value.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// `arguments` as the log keeps them: the value of every key that looks
 /// like it holds a secret replaced by `"[redacted]"`, at any depth; past
 /// [`MAX_AUDIT_ARGUMENT_BYTES`] of canonical JSON, long strings cut, and if
 /// that is not enough, a note with the size instead.
-pub fn audit_arguments(arguments: &Value) -> Value {
+pub(crate) fn audit_arguments(arguments: &Value) -> Value {
     let redacted = redact(arguments);
     let size = crate::canonical_json(&redacted).len();
     if size <= MAX_AUDIT_ARGUMENT_BYTES {
@@ -152,7 +152,7 @@ fn cut_strings(value: &Value) -> Value {
 
 /// `time` as RFC 3339 in UTC with milliseconds (`2026-12-04T02:58:00.123Z`),
 /// computed from the Unix time: no time zone database, no locale.
-pub fn rfc3339_millis(time: std::time::SystemTime) -> String {
+pub(crate) fn rfc3339_millis(time: std::time::SystemTime) -> String {
     let since = time
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

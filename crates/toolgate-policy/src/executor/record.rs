@@ -197,7 +197,10 @@ impl Drop for AuditTrail {
             record.decision = decision.as_str().to_owned();
         }
         record.status = "cancelled".to_owned();
-        record.error = Some("the caller gave up before the call finished".to_owned());
+        record.error = Some(match std::thread::panicking() {
+            true => "the call panicked".to_owned(),
+            false => "the caller gave up before the call finished".to_owned(),
+        });
         let sinks = std::mem::take(&mut self.sinks);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(call_id = %record.call_id, "a cancelled call's audit record was lost: no runtime to write it from");
