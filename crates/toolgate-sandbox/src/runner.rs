@@ -14,6 +14,7 @@
 //!   gets a lifeline it watches (see `lifetime`), and as root a sandboxed command is the
 //!   init of a pid namespace of its own, whose death ends every process in it (see
 //!   `pidns`);
+//! - passes the child no descriptor toolgate inherited, only those the request names;
 //! - reports the exit status as data (`exit_code`, `signal`, `timed_out`), never lost.
 //!
 //! It is not a sandbox. Confinement (namespaces, seccomp, Landlock) comes from the command
@@ -364,6 +365,7 @@ fn spawn(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     die_with_toolgate(&mut command);
+    close_inherited_descriptors(&mut command);
     // A session of its own (and so a group of its own, whose id is the child's pid): one
     // kill(-pgid) reaches every process the command starts, and no controlling terminal
     // is left for TIOCSTI or /dev/tty to inject input into the user's shell.
@@ -397,6 +399,31 @@ fn die_with_toolgate(command: &mut Command) {
     // getppid syscalls only, returning errors built from a raw errno (no allocation).
     unsafe {
         command.pre_exec(hook);
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec in the child, before the hooks that
+/// hand it the ones it is meant to get.
+///
+/// Attack: toolgate inherits descriptors from whatever started it (an MCP client, a
+/// shell, a supervisor: a pipe, a socket, a directory outside every root) and std passes
+/// every one without close-on-exec to the child. Through bubblewrap and stage 2 they
+/// reach the sandboxed command, which can write to the pipe, talk to the socket, or
+/// `openat` past the sandbox's mounts from the directory.
+fn close_inherited_descriptors(command: &mut Command) {
+    // SAFETY: runs in the forked child before exec; one raw close_range syscall on
+    // descriptor numbers. Kernels before 5.11 refuse the flag: the error is ignored
+    // there, which leaves the inherited descriptors as they were.
+    unsafe {
+        command.pre_exec(|| {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
     }
 }
 

@@ -1,5 +1,5 @@
-//! Attacks on what a command keeps from toolgate: its life past toolgate's. Real
-//! processes, run by the runner as root.
+//! Attacks on what a command keeps from toolgate: its life past toolgate's, and the
+//! descriptors toolgate inherited. Real processes, run by the runner as root.
 //!
 //! A command given a lifeline is a sandboxed one. Toolgate killed with SIGKILL must
 //! take every process of it along, also a process that no death signal reaches and no
@@ -162,4 +162,31 @@ async fn a_lifeline_command_meets_sigterm_as_any_command() {
             "{script}"
         );
     }
+}
+
+/// Attack: a descriptor toolgate inherited without close-on-exec (from its MCP client,
+/// a shell, a supervisor) reaches the command, which could write to it, or `openat`
+/// past the sandbox's mounts from a directory. Only stdio and the descriptors the
+/// request names may.
+#[tokio::test]
+async fn a_command_gets_no_descriptor_toolgate_inherited() {
+    // A directory outside everything, without close-on-exec, as a parent would leave it.
+    // SAFETY: a plain open; the descriptor is closed at the end of the test.
+    let inherited = unsafe { libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    assert!(inherited > 2);
+    let request = ExecRequest::new("/bin/sh")
+        .args(["-c", "ls /proc/self/fd"])
+        .env("PATH", "/usr/bin:/bin")
+        .lifeline(4);
+    let outcome = tokio::time::timeout(HANG, run(request))
+        .await
+        .expect("the run hung")
+        .expect("the run failed");
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(inherited) };
+    let fds: Vec<&str> = outcome.stdout.lines().collect();
+    // 0-2, the lifeline, and the one `ls` reads /proc/self/fd through.
+    assert_eq!(fds.len(), 5, "{fds:?}");
+    assert!(!fds.contains(&inherited.to_string().as_str()), "{fds:?}");
+    assert!(fds.contains(&"4"), "{fds:?}");
 }
