@@ -410,6 +410,10 @@ impl Executor {
         let (decision, scope) = self.policy.rules.decide_with_scope(spec);
         let rules = match &decision {
             Decision::Allow => Ok((StageOutcome::Pass, "allow".to_owned())),
+            Decision::Ask { reason } if scope != ApprovalScope::Exact => Ok((
+                StageOutcome::Ask,
+                format!("ask: {reason} (approving grants the {scope} scope)"),
+            )),
             Decision::Ask { reason } => Ok((StageOutcome::Ask, format!("ask: {reason}"))),
             Decision::Deny { reason } => Err(CallError::Denied {
                 stage: Stage::Rules,

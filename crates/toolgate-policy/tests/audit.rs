@@ -19,7 +19,7 @@ use toolgate_core::{
 use toolgate_policy::{
     AccessPolicy, ApprovalChannel, ApprovalOutcome, ApprovalRequest, ApprovalScope, AuditRecord,
     AuditSink, Executor, PermissionRule, PermissionRules, Policy, PolicyPreset, RuleAction,
-    ScopeKey, scope_digest,
+    ScopeKey, Stage, scope_digest,
 };
 
 /// Runs nothing real: counts its runs and answers as told by its arguments.
@@ -527,6 +527,13 @@ async fn a_request_carries_its_scope_and_every_covering_key() {
             vec![ScopeKey::exact("shell", &args), ScopeKey::tool("shell")],
             Vec::<String>::new()
         )
+    );
+    // `explain` says what approving grants.
+    let explained = exec.explain("shell", json!({"command": "cargo test"}), &ctx());
+    let rules = explained.stages.iter().find(|s| s.stage == Stage::Rules);
+    assert_eq!(
+        rules.map(|s| s.detail.as_str()),
+        Some("ask: rule `shell` -> ask (approving grants the command-prefix scope)")
     );
     // A tool without scripts: the rule's scope, no prefixes.
     let _ = exec.call("echo", json!({"n": 1}), &ctx()).await;
