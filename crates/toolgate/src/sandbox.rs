@@ -88,6 +88,7 @@ fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorksp
         .network(network_mode(settings))
         .filesystem(settings.filesystem.clone())
         .protect(&settings.own_files)
+        .and_then(|ws| ws.conceal(&[env.state_dir(), env.data_dir()]))
         .context("cannot open the workspace roots")
 }
 

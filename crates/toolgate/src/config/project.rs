@@ -129,23 +129,11 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
     files.extend(settings.filesystem_source.iter().cloned());
     files.push(env.data_dir());
     // The roots are canonical, and so must be what is compared with them.
-    let mut files: Vec<PathBuf> = files.iter().map(|f| canonical_lenient(f)).collect();
+    let mut files: Vec<PathBuf> = files
+        .iter()
+        .map(|f| toolgate_sandbox::canonical_lenient(f))
+        .collect();
     files.sort();
     files.dedup();
     files
-}
-
-/// `path` with its longest existing ancestor canonicalized (symlinks
-/// resolved) and the rest, which does not exist yet, kept as it is.
-fn canonical_lenient(path: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    for ancestor in path.ancestors() {
-        if let Ok(canonical) = std::fs::canonicalize(ancestor) {
-            return missing.iter().rev().fold(canonical, |p, name| p.join(name));
-        }
-        if let Some(name) = ancestor.file_name() {
-            missing.push(name.to_owned());
-        }
-    }
-    path.to_owned()
 }

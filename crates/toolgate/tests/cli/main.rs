@@ -27,6 +27,7 @@ mod resolve;
 mod sandbox;
 mod snapshot_scope;
 mod symlinks;
+mod state_in_root;
 mod tool_detail;
 mod trust;
 mod typos;
