@@ -7,22 +7,30 @@
 //!   answer it (a grant or a refusal), spend a grant exactly once, find a
 //!   live refusal, append to and verify the hash-chained audit log.
 //!   Every method is scoped to a [`Tenant`].
+//! - [`StoreApprovals`] is the approval gate (toolgate-policy's
+//!   `ApprovalChannel`) over a store; [`StoreAudit`] its `AuditSink`.
 //!
 //! This crate is not the policy: which calls ask is decided by
 //! toolgate-policy's rules; this crate only remembers the answers.
 
 mod error;
+mod gate;
 mod model;
+mod reviewer;
+mod sink;
 mod sql;
 mod store;
 
 use std::sync::Arc;
 
 pub use error::StoreError;
+pub use gate::{ApprovalSettings, StoreApprovals};
 pub use model::{
     Answer, Backend, Clock, Decided, Filed, Grant, NewRequest, Refusal, Request, RequestFilter,
     RequestState, Spend, SpendFor, Tenant,
 };
+pub use reviewer::{REVIEWER_TIMEOUT, Review, review};
+pub use sink::StoreAudit;
 pub use store::{AuditEntry, AuditFilter, AuditVerdict, Store};
 
 /// Opens (creating on first use) and migrates the store at `backend`. An

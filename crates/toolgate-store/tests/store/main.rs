@@ -10,4 +10,5 @@ mod approvals;
 mod audit;
 mod common;
 mod concurrency;
+mod gate;
 mod processes;
