@@ -11,9 +11,8 @@
 //! - kills whatever is left of the group when the command exits or the run is cancelled;
 //! - ties the child's life to toolgate's, also a toolgate killed with SIGKILL: the child
 //!   is forked from one long-lived thread and gets SIGKILL when toolgate exits, stage 2
-//!   gets a lifeline it watches (see `lifetime`), and as root a sandboxed command is the
-//!   init of a pid namespace of its own, whose death ends every process in it (see
-//!   `pidns`);
+//!   gets a lifeline it watches (see `lifetime`), and as root bubblewrap is the init of a
+//!   pid namespace of its own, whose death ends every process in it (see `pidns`);
 //! - passes the child no descriptor toolgate inherited, only those the request names;
 //! - reports the exit status as data (`exit_code`, `signal`, `timed_out`), never lost.
 //!
@@ -82,6 +81,10 @@ pub struct ExecRequest {
     /// A descriptor number under which the child gets the read end of toolgate's
     /// lifeline: end-of-file on it means toolgate is gone (stage 2 watches it).
     pub lifeline: Option<i32>,
+    /// As root: the program is the init of a pid namespace of its own that dies with
+    /// toolgate, and every process in it with the program (see
+    /// [`ExecRequest::own_pid_namespace`]).
+    pub own_pid_namespace: bool,
 }
 
 impl ExecRequest {
@@ -100,7 +103,21 @@ impl ExecRequest {
             max_output_bytes: 1024 * 1024,
             pass_fd: None,
             lifeline: None,
+            own_pid_namespace: false,
         }
+    }
+
+    /// As root, makes the program the init of a pid namespace of its own that dies with
+    /// toolgate: when it dies, the kernel kills every process in the namespace, also
+    /// those it forked without a death signal (bubblewrap's pid 1 during its setup).
+    /// The runner's child stays as its stand-in (the pid the caller sees): TERM, INT,
+    /// HUP and QUIT act as they would on the program. Not for a program that must die
+    /// by a signal it sends itself (an init cannot) or must see the host's processes.
+    /// Without root nothing changes.
+    #[must_use]
+    pub fn own_pid_namespace(mut self) -> Self {
+        self.own_pid_namespace = true;
+        self
     }
 
     /// Hands the child the read end of toolgate's lifeline as descriptor number
@@ -382,10 +399,8 @@ fn spawn(
         pass_lifeline(&mut command, target).map_err(spawn_error)?;
     }
     // Last: the pid namespace forks, and only hooks before it run in the process that
-    // stays toolgate's child. A command with a lifeline is a sandboxed one: its
-    // processes must not outlive toolgate, also before the lifeline's watcher runs
-    // (see `pidns`).
-    limits.enter_pid_namespace(&mut command, request.lifeline.is_some());
+    // stays toolgate's child.
+    limits.enter_pid_namespace(&mut command, request.own_pid_namespace);
     spawner::spawn(command).map_err(spawn_error)
 }
 

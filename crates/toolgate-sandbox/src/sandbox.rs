@@ -347,6 +347,14 @@ impl Sandbox {
                 .lifeline(LIFELINE_FD),
             Backend::None => request(&command, spec, plan.argv, env),
         };
+        // Attack: toolgate is SIGKILLed while bubblewrap sets up its mounts; its pid 1,
+        // forked without a death signal, waits for ever for an outer process that died
+        // with toolgate, before stage 2 and its lifeline exist. As the init of a pid
+        // namespace of its own, the outer process takes it along.
+        let request = match self.backend {
+            Backend::Bwrap => request.own_pid_namespace(),
+            Backend::Landlock | Backend::None => request,
+        };
         let outcome = runner::run_attached(request, attach, on_line).await;
         if let Some(proxy) = proxy {
             proxy.stop().await;

@@ -1,8 +1,8 @@
 //! Attacks on what a command keeps from toolgate: its life past toolgate's, and the
 //! descriptors toolgate inherited. Real processes, run by the runner as root.
 //!
-//! A command given a lifeline is a sandboxed one. Toolgate killed with SIGKILL must
-//! take every process of it along, also a process that no death signal reaches and no
+//! A command in a pid namespace of its own (as bubblewrap runs): toolgate killed with
+//! SIGKILL must take every process of it along, also a process that no death signal reaches and no
 //! watcher knows of (bubblewrap's pid 1 during its setup is one: forked without a death
 //! signal, waiting for a parent that died with toolgate). The test plays toolgate with
 //! a copy of this test binary, kills it, and looks for a daemon its command started.
@@ -58,8 +58,9 @@ fn eventually(mut done: impl FnMut() -> bool) -> bool {
     false
 }
 
-/// The part of toolgate this test kills: runs the daemon's command with a lifeline and
-/// says `started` once the command did; then waits to be killed. Run only as the copy.
+/// The part of toolgate this test kills: runs the daemon's command as it runs
+/// bubblewrap and says `started` once the command did; then waits to be killed. Run
+/// only as the copy.
 #[tokio::test]
 #[ignore = "run by a_sigkilled_toolgate_takes_a_daemon_no_watcher_knows_along"]
 async fn play_toolgate() {
@@ -68,7 +69,7 @@ async fn play_toolgate() {
         .args(["-c", &daemon_script(&marker)])
         .env("PATH", "/usr/bin:/bin")
         .timeout(HANG * 4)
-        .lifeline(4);
+        .own_pid_namespace();
     let _ = run_streaming(request, |_, line| {
         println!("{line}");
     })
@@ -113,12 +114,12 @@ fn a_sigkilled_toolgate_takes_a_daemon_no_watcher_knows_along() {
     assert!(gone, "the daemon outlived the SIGKILLed toolgate: {left:?}");
 }
 
-/// The timeout's SIGTERM reaches a lifeline command as it reaches any command,
+/// The timeout's SIGTERM reaches a command in its own pid namespace as any command,
 /// although the pid namespace makes it an init (which the kernel spares the signals it
 /// has no handler for): a command that handles it decides, one that does not dies of
 /// it, one that ignores it is killed after the grace.
 #[tokio::test]
-async fn a_lifeline_command_meets_sigterm_as_any_command() {
+async fn a_command_in_its_own_pid_namespace_meets_sigterm_as_any_command() {
     let cases = [
         (
             "trap 'echo term; exit 3' TERM; echo up; while :; do sleep 0.1; done",
@@ -130,14 +131,14 @@ async fn a_lifeline_command_meets_sigterm_as_any_command() {
     ];
     for (script, exit_code, signal) in cases {
         let mut outcomes = Vec::new();
-        for lifeline in [false, true] {
+        for own_namespace in [false, true] {
             let mut request = ExecRequest::new("/bin/sh")
                 .args(["-c", script])
                 .env("PATH", "/usr/bin:/bin")
                 .timeout(Duration::from_secs(1))
                 .kill_grace(Duration::from_secs(1));
-            if lifeline {
-                request = request.lifeline(4);
+            if own_namespace {
+                request = request.own_pid_namespace();
             }
             let outcome = tokio::time::timeout(HANG, run(request))
                 .await

@@ -10,9 +10,11 @@
 //!   to stage 2, which keeps watch inside the sandbox and ends the command's whole
 //!   tree when the pipe reports end-of-file, i.e. when toolgate is gone, however it
 //!   died. It holds from the moment stage 2 runs;
-//! - as root, a pid namespace of the command's own (`pidns`), whose init is what
-//!   toolgate execs and dies with toolgate: the kernel then kills every process in it.
-//!   It holds from the first instruction of the command to the last.
+//! - as root, under bubblewrap, a pid namespace of the command's own (`pidns`), whose
+//!   init is bubblewrap's outer process and dies with toolgate: the kernel then kills
+//!   every process in it. It holds from bubblewrap's first instruction to the last.
+//!   (The landlock backend execs stage 2 itself, which holds the death signal until it
+//!   watches the lifeline: no gap to close there.)
 //!
 //! The gap the namespace closes: bubblewrap's own pid 1 is forked without a death
 //! signal and arms `--die-with-parent` only after its mount setup; before that it

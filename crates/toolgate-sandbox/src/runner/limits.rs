@@ -449,7 +449,7 @@ impl Enforcement {
 
     /// Makes the child enter a pid namespace before `exec`: a capped one where that is
     /// the process cap; else, with `tied`, one that only ties the command's processes
-    /// to its init, where this process may make one (root). Register it after every
+    /// to its init, where this process may make one (root; see `pidns`). Register it after every
     /// other `pre_exec` hook: it forks, and the hooks registered after it would run
     /// only in the grandchild that execs, not in the child the runner waits for.
     pub(super) fn enter_pid_namespace(&self, command: &mut Command, tied: bool) {

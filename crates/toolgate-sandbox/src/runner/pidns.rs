@@ -1,6 +1,6 @@
 //! A pid namespace of the command's own, whose init is the program toolgate execs
-//! (bubblewrap, or stage 2 under the landlock backend), tied to toolgate's life; and,
-//! where no pids cgroup can be had, the process cap held by that namespace's `pid_max`.
+//! (bubblewrap), tied to toolgate's life; and, where no pids cgroup can be had, the
+//! process cap held by that namespace's `pid_max`.
 //!
 //! Why a namespace of its own, also under bubblewrap (which makes one itself): when the
 //! init of a pid namespace dies, the kernel kills every process in it, nested namespaces

@@ -10,8 +10,7 @@
 //!   a signal sent to a namespace's init that the init has no handler for, so a
 //!   bubblewrap that a SIGTERM used to end would go on. When the init neither ignores
 //!   nor handles the signal, the stand-in kills it and ends by that signal itself; when
-//!   it does (stage 2's keeper ignores them, for the command to decide), the stand-in
-//!   does nothing either.
+//!   it does, the stand-in does nothing either.
 //! - It ends as the init ended: the same exit code, or death by the same signal.
 //!
 //! Everything here runs between `fork` and `exec` of a multi-threaded toolgate: raw
