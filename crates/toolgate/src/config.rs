@@ -23,11 +23,13 @@ use toolgate_sandbox::{BackendChoice, FilesystemRules, RootError, RootMap};
 /// The project file's name.
 pub const PROJECT_FILE: &str = toolgate_sandbox::CONFIG_FILE_NAME;
 
+pub mod approvals;
 pub mod limits;
 mod project;
 pub mod trust;
 mod untrusted;
 
+use approvals::{ApprovalDefaults, ApprovalsSection, IdentitySection, StoreSection, StoreUrl};
 use limits::LimitsSection;
 use project::{Untrusted, own_files, project_trust};
 pub use project::{discovered_project_file, revoke_trust, trust_project_file, trusted_files};
@@ -71,6 +73,12 @@ pub struct ConfigFile {
     pub network: Option<NetworkPolicy>,
     /// `toolgate serve`.
     pub serve: Option<ServeSection>,
+    /// Where approvals, grants and the audit log live.
+    pub store: Option<StoreSection>,
+    /// How calls wait for a person, and what a yes or a no is worth.
+    pub approvals: Option<ApprovalsSection>,
+    /// Who the agent is.
+    pub identity: Option<IdentitySection>,
 }
 
 /// `[serve]`: MCP over Streamable HTTP.
@@ -242,6 +250,13 @@ pub struct Settings {
     pub filesystem_source: Option<PathBuf>,
     /// `[serve]`.
     pub serve: ServeSection,
+    /// The store (`TOOLGATE_STORE_URL`, `[store] url`, else SQLite in the data dir).
+    pub store: StoreUrl,
+    /// `[approvals]` over the defaults.
+    pub approvals: ApprovalDefaults,
+    /// The agent's name (`--agent`, `[identity] agent`); without it, the MCP
+    /// client's name, else the surface's caller name.
+    pub agent: Option<String>,
     /// Only these tools are active (`toolgate mcp --tools`).
     pub only_tools: Option<Vec<String>>,
     /// What of the configuration is not applied, one line each.
@@ -272,6 +287,8 @@ pub struct Overrides {
     pub roots: Vec<String>,
     /// `--root-alias name=/path`, repeatable.
     pub root_aliases: Vec<String>,
+    /// `--agent NAME`.
+    pub agent: Option<String>,
 }
 
 /// The process environment the configuration reads, passed in explicitly.
@@ -424,6 +441,7 @@ pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, Config
     let mut layers: Vec<(ConfigFile, PathBuf)> = Vec::new();
     if let Some(path) = env.user_config().filter(|p| p.is_file()) {
         let file = read_file(&path)?;
+        let file = absolute_store(file, &path);
         sources.files.push(path.clone());
         layers.push((file, path));
     }
@@ -455,6 +473,7 @@ pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, Config
                 });
             }
         }
+        let file = absolute_store(file, &path);
         sources.files.push(path.clone());
         layers.push((file, path));
     }
@@ -468,6 +487,18 @@ pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, Config
     }
     settings.own_files = own_files(env, &settings);
     Ok(settings)
+}
+
+/// `[store] url = "sqlite:RELATIVE"` is relative to the file that says it,
+/// whichever file's directory the merge takes other paths from.
+fn absolute_store(mut file: ConfigFile, path: &Path) -> ConfigFile {
+    let base = path.parent().unwrap_or(Path::new("/"));
+    if let Some(url) = file.store.as_mut().and_then(|s| s.url.as_mut())
+        && let Ok(StoreUrl::Sqlite(db)) = StoreUrl::parse(url, base)
+    {
+        *url = format!("sqlite:{}", db.display());
+    }
+    file
 }
 
 /// A merged file and the directory relative paths are taken from.
@@ -509,6 +540,9 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         tools: file.tools.or(low.tools),
                         network: file.network.or(low.network),
                         serve: file.serve.or(low.serve),
+                        store: file.store.or(low.store),
+                        approvals: file.approvals.or(low.approvals),
+                        identity: file.identity.or(low.identity),
                     },
                     base_dir,
                     origin: path,
@@ -627,6 +661,32 @@ fn resolve(
             paths.deny.push(path);
         }
     }
+    let store = match env.var("TOOLGATE_STORE_URL") {
+        Some(url) => StoreUrl::parse(url, &env.cwd).map_err(|message| ConfigError::Env {
+            name: "TOOLGATE_STORE_URL",
+            value: approvals::shown_url(url),
+            message,
+        })?,
+        None => match file.store.as_ref().and_then(|s| s.url.as_deref()) {
+            Some(url) => {
+                StoreUrl::parse(url, &base_dir).map_err(|message| ConfigError::Policy {
+                    origin: origin.clone(),
+                    message: format!("[store] url: {message}"),
+                })?
+            }
+            None => StoreUrl::Sqlite(env.data_dir().join("toolgate.db")),
+        },
+    };
+    let agent = match &overrides.agent {
+        Some(agent) => {
+            approvals::check_agent(agent).map_err(|message| ConfigError::Flag {
+                flag: "--agent",
+                message,
+            })?;
+            Some(agent.clone())
+        }
+        None => file.identity.as_ref().and_then(|i| i.agent.clone()),
+    };
     let policy = build_policy(&file, policy_preset, env.home().as_deref()).map_err(|message| {
         ConfigError::Policy {
             origin: origin.clone(),
@@ -659,6 +719,9 @@ fn resolve(
         network,
         filesystem,
         serve: file.serve.clone().unwrap_or_default(),
+        store,
+        approvals: ApprovalDefaults::from_section(file.approvals.as_ref()),
+        agent,
         only_tools: None,
         notes,
         warnings: Vec::new(),

@@ -1,11 +1,14 @@
 //! The `toolgate` command.
 
+mod approvals;
+mod audit;
 mod config;
 mod demo;
 mod mcp;
 mod render;
 mod resolve;
 mod sandbox;
+mod store;
 mod trust;
 
 use std::io::{Read, Write};
@@ -46,6 +49,10 @@ struct Cli {
     /// Register the demonstration tools (demo_*), which touch nothing.
     #[arg(long, global = true)]
     demo: bool,
+    /// The agent's name in approval requests and the audit log (default:
+    /// [identity] agent, else the MCP client's name, else `cli`/`mcp`).
+    #[arg(long, global = true, value_name = "NAME")]
+    agent: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -160,6 +167,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Approval requests that calls wait on, and a person's answers:
+    /// list, show, approve, deny, watch.
+    Approvals {
+        #[command(subcommand)]
+        command: approvals::ApprovalsCommand,
+    },
+    /// The audit log of every call (filter with --tool, --agent,
+    /// --decision, --since; --follow to keep printing), or `audit verify`
+    /// to check its hash chain.
+    #[command(args_conflicts_with_subcommands = true)]
+    Audit {
+        #[command(subcommand)]
+        command: Option<audit::AuditCommand>,
+        #[command(flatten)]
+        args: audit::AuditArgs,
+    },
     /// Print the system prompt: AGENTS.md, SOUL.md, TOOLS.md (the active
     /// tools) and the runtime facts.
     Prompt {
@@ -228,6 +251,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         policy: cli.policy,
         roots: cli.roots.clone(),
         root_aliases: cli.root_aliases.clone(),
+        agent: cli.agent.clone(),
     };
     // Before the configuration is loaded: its warnings are about what
     // this command changes.
@@ -287,22 +311,42 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             return resolve::run(&settings, &env, request);
         }
+        // The store alone: no workspace, no tools.
+        Command::Approvals { command } => return approvals::run(command, &settings, &env),
+        Command::Audit { command, args } => return audit::run(command, args, &settings),
         other => other,
     };
-    let executor = executor(&settings, &env, cli.demo)?;
+    // `call` opens the store first: an unreachable one stops it here.
+    let (call_runtime, gate) = match &command {
+        Command::Call { .. } => {
+            let runtime = runtime()?;
+            let gate = runtime.block_on(store::gate(&settings))?;
+            (Some(runtime), Some(gate))
+        }
+        _ => (None, None),
+    };
+    let executor = executor(&settings, &env, cli.demo, gate.as_ref())?;
     // The policy resolves relative paths where the tools do.
     let cwd = sandbox::working_dir(&settings, &env);
-    let ctx = CallContext::new(call_id(), "cli", cwd).with_roots(settings.roots.clone());
+    let agent = settings.agent.clone().unwrap_or_else(|| "cli".to_owned());
+    let ctx = CallContext::new(call_id(), agent, cwd).with_roots(settings.roots.clone());
     match command {
         Command::Mcp { .. }
         | Command::Serve { .. }
         | Command::Resolve { .. }
+        | Command::Approvals { .. }
+        | Command::Audit { .. }
         | Command::Trust { .. } => {
             unreachable!("handled above")
         }
         Command::Doctor { json } => {
-            let smoke = runtime()?.block_on(sandbox::smoke_test(&settings, &env));
-            render::doctor(&settings, &env.state_dir(), smoke, json)
+            let runtime = runtime()?;
+            let smoke = runtime.block_on(sandbox::smoke_test(&settings, &env));
+            let store = runtime
+                .block_on(store::open(&settings))
+                .map(|opened| opened.store.backend_name().to_owned())
+                .map_err(|e| format!("{e:#}"));
+            render::doctor(&settings, &env.state_dir(), smoke, store, json)
         }
         Command::Sandbox {
             network,
@@ -341,21 +385,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Call { tool, args, json } => {
             sandbox::starting(&settings, &env)?;
             let args = parse_args(&args)?;
-            let result = runtime()?.block_on(executor.call(&tool, args, &ctx));
+            let runtime = match call_runtime {
+                Some(runtime) => runtime,
+                None => runtime()?,
+            };
+            // A person may be at this terminal: say what the call waits for.
+            let ctx = ctx.with_progress(toolgate_core::Progress::new(|line: &str| {
+                if line.starts_with("waiting for approval") {
+                    eprintln!("toolgate: {line}");
+                }
+            }));
+            let result = runtime.block_on(executor.call(&tool, args, &ctx));
             render::call_result(&tool, result, json)
         }
         Command::Prompt { json, session } => prompt(&executor, &settings, &env, json, session),
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")
 }
 
-fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Executor> {
+/// The pipeline over the configured tools; with `gate`, `ask` rules wait
+/// for a person through the store and every call is audited.
+fn executor(
+    settings: &Settings,
+    env: &Environment,
+    demo: bool,
+    gate: Option<&store::Gate>,
+) -> Result<Executor> {
     let mut registry = builtin_tools(settings, env)?;
     if demo {
         demo::register(&mut registry)?;
@@ -371,6 +432,11 @@ fn executor(settings: &Settings, env: &Environment, demo: bool) -> Result<Execut
     }
     if let Some(tools) = &settings.only_tools {
         builder = builder.only_tools_from("--tools", tools.clone());
+    }
+    if let Some(gate) = gate {
+        builder = builder
+            .approvals(gate.approvals.clone())
+            .audit(gate.audit.clone());
     }
     if let Some(tools) = &settings.narrow_to {
         builder =

@@ -20,6 +20,8 @@ struct ConfiguredScopes {
     demo: bool,
     /// What the start said on stderr, for every client too.
     notices: Vec<String>,
+    /// Approvals and audit over the store, shared by every scope.
+    gate: crate::store::Gate,
 }
 
 impl ScopeSource for ConfiguredScopes {
@@ -31,7 +33,8 @@ impl ScopeSource for ConfiguredScopes {
         let mut settings = self.settings.clone();
         settings.roots = roots.to_vec();
         let env = &self.env;
-        let executor = crate::executor(&settings, env, self.demo).map_err(|e| format!("{e:#}"))?;
+        let executor = crate::executor(&settings, env, self.demo, Some(&self.gate))
+            .map_err(|e| format!("{e:#}"))?;
         Ok(Scope {
             executor,
             // The policy resolves relative paths where the tools do.
@@ -105,20 +108,29 @@ impl Exposure {
     }
 }
 
-fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
+/// The server over the configured scopes. The store is opened first: an
+/// unreachable store stops the start, before any client connects.
+async fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
+    let gate = crate::store::gate(&settings).await?;
     let mut notices = crate::sandbox::server_notices(&settings, &env)?;
     for notice in &notices {
         eprintln!("toolgate: {notice}");
     }
     // Said on stderr at start already; the client hears it too.
     notices.extend(settings.warnings.iter().map(|w| format!("warning: {w}")));
+    let agent = settings.agent.clone();
     let scopes = ConfiguredScopes {
         settings,
         env,
         demo,
         notices,
+        gate,
     };
-    McpServer::new(Arc::new(scopes)).map_err(anyhow::Error::msg)
+    let server = McpServer::new(Arc::new(scopes)).map_err(anyhow::Error::msg)?;
+    Ok(match agent {
+        Some(agent) => server.with_agent(agent),
+        None => server,
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -132,7 +144,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// `toolgate mcp`.
 pub fn stdio(settings: Settings, env: Environment, demo: bool) -> Result<ExitCode> {
     let runtime = runtime()?;
-    let server = runtime.block_on(async { server(settings, env, demo) })?;
+    let server = runtime.block_on(server(settings, env, demo))?;
     let served = runtime.block_on(toolgate_mcp::serve_stdio(server));
     stop(runtime);
     served?;
@@ -175,7 +187,7 @@ pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> R
         options.extra_hosts.push(host.to_string());
     }
     let runtime = runtime()?;
-    let server = runtime.block_on(async { server(settings, env, demo) })?;
+    let server = runtime.block_on(server(settings, env, demo))?;
     let served = runtime.block_on(toolgate_mcp::serve_http(server, options, |addr| {
         if !addr.ip().is_loopback() {
             eprintln!(

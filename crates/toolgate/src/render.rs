@@ -126,6 +126,7 @@ pub fn doctor(
     settings: &Settings,
     state_dir: &std::path::Path,
     smoke: Result<String, String>,
+    store: Result<String, String>,
     as_json: bool,
 ) -> Result<ExitCode> {
     // Always a fresh probe here, which also refreshes the cached one.
@@ -141,6 +142,10 @@ pub fn doctor(
             "error": backend.as_ref().err().map(|e| e.to_string()),
             "weakening": backend.as_ref().ok().and_then(|b| probe.weakening(*b)),
             "limits": settings.limits.mechanisms(),
+            "store": match &store {
+                Ok(backend) => json!({"ok": true, "backend": backend, "at": settings.store.shown()}),
+                Err(error) => json!({"ok": false, "at": settings.store.shown(), "error": error}),
+            },
             "smoke_test": match &smoke {
                 Ok(report) => json!({"ok": true, "report": report}),
                 Err(error) => json!({"ok": false, "error": error}),
@@ -198,9 +203,17 @@ pub fn doctor(
             Err(error) => format!("FAILED: {error}"),
         };
         rows.push(["smoke test".to_owned(), smoke_line]);
+        // Approvals, grants and the audit log: which store, and whether it opens.
+        rows.push([
+            "store".to_owned(),
+            match &store {
+                Ok(_) => format!("{} (approvals, grants, audit log)", settings.store.shown()),
+                Err(error) => format!("FAILED: {error}"),
+            },
+        ]);
         write_table(&mut out, &rows)?;
     }
-    Ok(if backend.is_ok() && smoke.is_ok() {
+    Ok(if backend.is_ok() && smoke.is_ok() && store.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -128,6 +128,15 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
     files.extend(settings.sources.files.iter().cloned());
     files.extend(settings.filesystem_source.iter().cloned());
     files.push(env.data_dir());
+    // The store holds the grants: an agent that could write it could
+    // approve its own calls (and edit the audit log), wherever it lies.
+    if let super::approvals::StoreUrl::Sqlite(db) = &settings.store {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            files.push(PathBuf::from(name));
+        }
+    }
     // The roots are canonical, and so must be what is compared with them.
     let mut files: Vec<PathBuf> = files
         .iter()

@@ -139,6 +139,12 @@ pub fn restrict(project: ConfigFile, base: &ConfigFile) -> Restricted {
     if let Some(serve) = project.serve {
         file.serve = Some(serve_section(serve, base.serve.as_ref(), &mut ignored));
     }
+    if let Some(approvals) = project.approvals {
+        let section =
+            super::approvals::restrict_approvals(approvals, base.approvals.as_ref(), &mut ignored);
+        file.approvals = Some(section);
+    }
+    super::approvals::restrict_store_and_identity(project.store, project.identity, &mut ignored);
     Restricted {
         file,
         narrow_to,
