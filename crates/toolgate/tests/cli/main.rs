@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use common::toolgate;
 
+mod approvals;
 mod call_status;
 mod closed_stdout;
 mod config;

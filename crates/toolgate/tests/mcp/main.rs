@@ -13,6 +13,7 @@
 mod common;
 
 mod allowlist;
+mod approvals;
 mod calls;
 mod gate;
 mod hidden_names;

@@ -1,0 +1,379 @@
+//! `[store]`, `[approvals]`, `[identity]`, `toolgate approvals` and
+//! `toolgate audit` through the real binary: a call that needs a yes
+//! files a request, a person's answer from another process is what the
+//! same call meets next, and every call leaves an audit record whose chain
+//! `toolgate audit verify` checks.
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+const ASK_ECHO: &str =
+    "[[rules]]\npattern = \"demo_echo\"\naction = \"ask\"\n\n[approvals]\nwait = \"1s\"\n";
+
+fn user_config(s: &Sandbox, text: &str) {
+    s.write("home/.config/toolgate/config.toml", text);
+}
+
+fn json_of(s: &Sandbox, args: &[&str]) -> Value {
+    let o = s.run(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", stdout(&o)))
+}
+
+/// The SQLite file of the sandbox's store (the default place).
+fn database(s: &Sandbox) -> PathBuf {
+    s.dir.path().join("home/.local/share/toolgate/toolgate.db")
+}
+
+#[test]
+fn approvals_config_keys_are_checked_with_the_key_meant() {
+    let s = Sandbox::new();
+    for (text, expected) in [
+        (
+            "[approvals]\nwiat = \"9s\"\n",
+            "unknown key `wiat` in [approvals]; did you mean `wait`?",
+        ),
+        (
+            "[approvals]\ngrant_ttl = \"8 hours\"\n",
+            "[approvals] grant_ttl: expected a duration such as \"90s\"",
+        ),
+        (
+            "[approvals]\nuses = 0\n",
+            "[approvals] uses: expected a positive integer or \"unlimited\"",
+        ),
+        (
+            "[store]\nurl = \"mysql://db/x\"\n",
+            "[store] url: `mysql://db/x` is not a store URL",
+        ),
+        (
+            "[identity]\nagnet = \"me\"\n",
+            "unknown key `agnet` in [identity]; did you mean `agent`?",
+        ),
+    ] {
+        user_config(&s, text);
+        let o = s.run(&["tools"]);
+        assert_eq!(o.status.code(), Some(2), "{text}: {}", stderr(&o));
+        assert!(stderr(&o).contains(expected), "{text}: {}", stderr(&o));
+    }
+    user_config(&s, "");
+    let o = s.run_in(
+        &s.project(),
+        &["tools"],
+        &[("TOOLGATE_STORE_URL", "redis://u:hunter2@h/0")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("TOOLGATE_STORE_URL"), "{}", stderr(&o));
+    // A password never reaches an error message.
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_untrusted_project_file_may_shorten_the_wait_but_not_move_the_store() {
+    let s = Sandbox::new();
+    let elsewhere = s.dir.path().join("elsewhere.db");
+    s.write(
+        "project/toolgate.toml",
+        &format!(
+            "[store]\nurl = \"sqlite:{}\"\n\n[approvals]\nwait = \"10m\"\ngrant_ttl = \"1m\"\nreviewer = [\"/bin/true\"]\n\n[identity]\nagent = \"someone-else\"\n",
+            elsewhere.display()
+        ),
+    );
+    let o = s.run(&["doctor", "--json"]);
+    let doctor: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        doctor["store"]["at"],
+        format!("SQLite {}", database(&s).display()),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(doctor["store"]["ok"], true, "{doctor}");
+    let warning = stderr(&o);
+    for ignored in [
+        "[store] url",
+        "[approvals] wait = \"10m\" (longer than \"1m30s\")",
+        "[approvals] reviewer",
+        "[identity] agent",
+    ] {
+        assert!(warning.contains(ignored), "{ignored}: {warning}");
+    }
+    assert!(!warning.contains("grant_ttl"), "{warning}");
+    assert!(!elsewhere.exists(), "the untrusted file moved the store");
+}
+
+#[test]
+fn an_unreachable_postgresql_stops_call_and_mcp_at_the_start() {
+    let s = Sandbox::new();
+    // Port 1 on loopback: nothing listens there.
+    let url = [(
+        "TOOLGATE_STORE_URL",
+        "postgres://toolgate:hunter2@127.0.0.1:1/toolgate",
+    )];
+    for args in [
+        vec!["--demo", "call", "demo_echo", r#"{"text": "hi"}"#],
+        vec!["mcp"],
+    ] {
+        let o = s.run_in(&s.project(), &args, &url);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let said = stderr(&o);
+        assert!(
+            said.contains("cannot open the approval and audit store (PostgreSQL postgres://toolgate:***@127.0.0.1:1/toolgate)"),
+            "{args:?}: {said}"
+        );
+        assert!(!said.contains("hunter2"), "{said}");
+        assert_eq!(stdout(&o), "", "{args:?}");
+    }
+}
+
+#[test]
+fn a_cli_call_waits_then_goes_through_once_approved_and_a_no_holds() {
+    let s = Sandbox::new();
+    user_config(&s, ASK_ECHO);
+    let call = [
+        "--demo",
+        "--agent",
+        "tester",
+        "call",
+        "demo_echo",
+        r#"{"text": "hello"}"#,
+    ];
+    let o = s.run(&call);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    let listed = json_of(&s, &["approvals", "list", "--json"]);
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (&listed[0]["tool"], &listed[0]["agent"], &listed[0]["state"]),
+        (&json!("demo_echo"), &json!("tester"), &json!("pending"))
+    );
+    assert!(
+        stderr(&o).contains(&format!(
+            "approval {id} is pending; approve it with `toolgate approvals approve {id}` and the same call will then go through"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    // Asked again before anyone answers: the same request, not a second one.
+    let o = s.run(&call);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert_eq!(
+        json_of(&s, &["approvals", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let approved = json_of(
+        &s,
+        &[
+            "approvals",
+            "approve",
+            &id,
+            "--uses",
+            "2",
+            "--ttl",
+            "30m",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        (&approved["grant"]["uses"], &approved["request"]),
+        (&json!(2), &json!(id))
+    );
+    for _ in 0..2 {
+        let o = s.run(&call);
+        assert_eq!(
+            (o.status.code(), stdout(&o)),
+            (Some(0), "hello\n".to_owned()),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // Two uses, two calls: the third asks again.
+    let o = s.run(&call);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    let listed = json_of(&s, &["approvals", "list", "--json"]);
+    let second = listed[0]["id"].as_str().unwrap().to_owned();
+    assert_ne!(second, id);
+    let o = s.run(&["approvals", "deny", &second, "--reason", "enough greetings"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = s.run(&call);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("enough greetings"), "{}", stderr(&o));
+    // Nothing to answer twice.
+    let o = s.run(&["approvals", "approve", &second]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("`{second}` is denied, not pending")),
+        "{}",
+        stderr(&o)
+    );
+    let o = s.run(&["approvals", "show", "apr_nosuchthing"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no approval request `apr_nosuchthing`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn approvals_watch_prints_one_line_per_new_request() {
+    let s = Sandbox::new();
+    user_config(&s, ASK_ECHO);
+    let mut watch = toolgate(s.dir.path(), &s.project());
+    watch.args(["approvals", "watch", "--json"]);
+    watch.stdout(std::process::Stdio::piped());
+    let mut child = watch.spawn().unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    for text in ["one", "two", "one"] {
+        let args = format!(r#"{{"text": "{text}"}}"#);
+        let o = s.run(&["--demo", "call", "demo_echo", &args]);
+        assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    }
+    let limit = std::time::Duration::from_secs(30);
+    let first: Value = serde_json::from_str(&receiver.recv_timeout(limit).unwrap()).unwrap();
+    let second: Value = serde_json::from_str(&receiver.recv_timeout(limit).unwrap()).unwrap();
+    assert_eq!(
+        (&first["arguments"]["text"], &second["arguments"]["text"]),
+        (&json!("one"), &json!("two"))
+    );
+    // The third call reused the first request: no third line.
+    assert!(
+        receiver
+            .recv_timeout(std::time::Duration::from_secs(2))
+            .is_err()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn audit_lists_every_call_and_verify_finds_an_edited_record() {
+    let s = Sandbox::new();
+    user_config(&s, ASK_ECHO);
+    let o = s.run(&["--demo", "call", "demo_flood", r#"{"lines": 1}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = s.run(&[
+        "--demo",
+        "call",
+        "demo_echo",
+        r#"{"text": "hi", "token": "s3cret"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    let o = s.run(&["--demo", "call", "demo_wipe", r#"{"target": "/"}"#]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+
+    let records = json_of(&s, &["audit", "--json"]);
+    let seen: Vec<(String, String, String)> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap().to_owned(),
+                r["decision"].as_str().unwrap().to_owned(),
+                r["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(seen.len(), 4, "{records}");
+    assert_eq!(
+        seen[0],
+        ("demo_flood".to_owned(), "allow".to_owned(), "ok".to_owned()),
+        "{records}"
+    );
+    assert_eq!(seen[1].2, "invalid", "{records}");
+    // A secret-looking key's value never reaches the log.
+    assert!(!records.to_string().contains("s3cret"), "{records}");
+    assert_eq!(
+        seen[2],
+        (
+            "demo_echo".to_owned(),
+            "ask".to_owned(),
+            "pending".to_owned()
+        ),
+        "{records}"
+    );
+    assert_eq!(
+        (seen[3].0.as_str(), seen[3].1.as_str()),
+        ("demo_wipe", "deny"),
+        "{records}"
+    );
+    assert_eq!(records[2]["agent"], "cli");
+    assert_eq!(records[3]["layer"], "access");
+    assert!(
+        records[2]["approval_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("apr_"),
+        "{records}"
+    );
+    let filtered = json_of(
+        &s,
+        &[
+            "audit",
+            "--json",
+            "--tool",
+            "demo_wipe",
+            "--decision",
+            "deny",
+            "--since",
+            "1h",
+        ],
+    );
+    assert_eq!(filtered.as_array().unwrap().len(), 1, "{filtered}");
+    let table = stdout(&s.run(&["audit"]));
+    assert!(table.starts_with("SEQ  TIME"), "{table}");
+
+    let o = s.run(&["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("audit log intact: 4 records"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Someone edits what the third call asked for, in the file itself.
+    let edit = std::process::Command::new("sqlite3")
+        .arg(database(&s))
+        .arg("UPDATE audit SET record = replace(record, '\"text\":\"hi\"', '\"text\":\"ho\"') WHERE seq = 3;")
+        .output()
+        .unwrap();
+    assert!(
+        edit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&edit.stderr)
+    );
+    let edited = json_of(&s, &["audit", "--json"]);
+    assert_eq!(
+        edited[2]["arguments"]["text"], "ho",
+        "the edit did not land: {edited}"
+    );
+    let o = s.run(&["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("audit log BROKEN at record 3"),
+        "{}",
+        stdout(&o)
+    );
+    let verdict = json_of_failing(&s, &["audit", "verify", "--json"]);
+    assert_eq!(
+        (&verdict["intact"], &verdict["seq"]),
+        (&json!(false), &json!(3)),
+        "{verdict}"
+    );
+}
+
+fn json_of_failing(s: &Sandbox, args: &[&str]) -> Value {
+    let o = s.run(args);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", stderr(&o)))
+}
