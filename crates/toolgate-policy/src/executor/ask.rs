@@ -42,6 +42,7 @@ pub(super) fn approval_request(
         covering,
         suggested_prefix,
         progress: ctx.progress.clone(),
+        asker: ctx.asker.clone(),
     }
 }
 

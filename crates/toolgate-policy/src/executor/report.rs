@@ -209,6 +209,10 @@ pub struct ApprovalRequest {
     /// The call's progress, for "waiting for approval <id>".
     #[serde(skip)]
     pub progress: Progress,
+    /// Who can be asked in-line (MCP elicitation), from the call context;
+    /// `None`: the call waits for another channel.
+    #[serde(skip)]
+    pub asker: Option<toolgate_core::Asker>,
 }
 
 /// The approver's answer.

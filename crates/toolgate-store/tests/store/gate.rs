@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use toolgate_core::{EffectClass, Progress};
+use toolgate_core::{AskAnswer, AskQuestion, Asker, EffectClass, Progress};
 use toolgate_policy::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, ApprovalScope};
 use toolgate_store::{Answer, ApprovalSettings, Decided, RequestState, StoreApprovals};
 
@@ -31,6 +31,7 @@ fn asked(script: &str) -> (ApprovalRequest, Arc<Mutex<Vec<String>>>) {
         covering: new.covering,
         suggested_prefix: Vec::new(),
         progress: Progress::new(move |line| sink.lock().unwrap().push(line.to_owned())),
+        asker: None,
     };
     (request, lines)
 }
@@ -354,4 +355,63 @@ async fn the_reviewer_approves_denies_or_abstains_never_approves_by_failing(db: 
             "{name}"
         );
     }
+}
+
+both!(the_person_in_line_approves_or_denies_and_no_answer_waits_on);
+async fn the_person_in_line_approves_or_denies_and_no_answer_waits_on(db: Db) {
+    let t = tenant("default");
+    let asked_about = Arc::new(Mutex::new(Vec::new()));
+    let asker = |answer: Option<AskAnswer>| {
+        let seen = asked_about.clone();
+        Asker::new(move |question: AskQuestion| {
+            seen.lock()
+                .unwrap()
+                .push((question.request_id.clone(), question.default_uses));
+            let answer = answer.clone();
+            async move { answer }
+        })
+    };
+    let g = gate(
+        &db,
+        ApprovalSettings::default()
+            .wait(Duration::from_millis(600))
+            .uses(Some(3)),
+    );
+
+    let (mut call, _) = asked("git push");
+    call.asker = Some(asker(Some(AskAnswer::Approve {
+        uses: None,
+        ttl: None,
+    })));
+    let ApprovalOutcome::Approved { grant: Some(grant) } = g.request(&call).await else {
+        panic!("the in-line yes did not approve")
+    };
+    let made = db.store.grant(&t, &grant).await.unwrap().unwrap();
+    assert_eq!(
+        (made.uses, made.spent, made.by.as_str()),
+        (Some(3), 1, "elicitation"),
+        "the settings' default uses"
+    );
+    let (id, default_uses) = asked_about.lock().unwrap()[0].clone();
+    assert_eq!(default_uses, Some(3));
+    assert_eq!(
+        db.store.request(&t, &id).await.unwrap().unwrap().outcome_id,
+        Some(grant)
+    );
+
+    let (mut call, _) = asked("git push --force");
+    call.asker = Some(asker(Some(AskAnswer::Deny {
+        reason: "never force".into(),
+    })));
+    assert!(
+        matches!(g.request(&call).await, ApprovalOutcome::Refused { reason, .. } if reason.starts_with("never force (refused by elicitation"))
+    );
+
+    let (mut call, _) = asked("git push --tags");
+    call.asker = Some(asker(None));
+    let id = pending_id(&g.request(&call).await);
+    assert_eq!(
+        db.store.request(&t, &id).await.unwrap().unwrap().state,
+        RequestState::Pending
+    );
 }
