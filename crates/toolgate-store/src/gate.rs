@@ -8,14 +8,15 @@
 //! 4. else a new request is filed.
 //!
 //! Then the call waits up to `wait` for an answer from any channel (another
-//! terminal's `toolgate approvals approve`, the in-line asker, the external
-//! reviewer), saying "waiting for approval <id>" at least every 10 s. A
+//! terminal's `toolgate approvals approve`, the person in-line through the
+//! call's asker (MCP elicitation), the external reviewer), saying "waiting for approval <id>" at least every 10 s. A
 //! store error is [`ApprovalOutcome::Unavailable`]: the call does not run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use toolgate_core::{AskAnswer, AskQuestion};
 use toolgate_policy::{ApprovalChannel, ApprovalOutcome, ApprovalRequest};
 
 use crate::error::StoreError;
@@ -227,6 +228,17 @@ impl StoreApprovals {
                 .map(|filed| Box::pin(async move { review(&command, &filed, timeout).await })),
             None => None,
         };
+        let mut asking = request.asker.clone().map(|asker| {
+            let question = AskQuestion::new(
+                id.clone(),
+                request.tool.clone(),
+                request.arguments.clone(),
+                request.reason.clone(),
+                request.caller.clone(),
+            )
+            .with_defaults(self.settings.uses, self.settings.grant_ttl);
+            Box::pin(async move { asker.ask(question).await })
+        });
         loop {
             let shown = self.store.request(&self.tenant, &id).await?;
             match shown.as_ref().map(|r| r.state) {
@@ -272,21 +284,47 @@ impl StoreApprovals {
                 last_progress = Some(now);
             }
             let pause = POLL.min(deadline - now);
-            match reviewing.as_mut() {
-                Some(fut) => {
-                    tokio::select! {
-                        review = fut => {
-                            reviewing = None;
-                            match review {
-                                Review::Approve { uses, ttl } => self.answer(&id, &self.approve(request, uses, ttl), "reviewer").await?,
-                                Review::Deny { reason } => self.answer(&id, &self.deny(request, reason), "reviewer").await?,
-                                Review::Abstain(why) => tracing::info!(request = %id, "the reviewer abstained: {why}"),
-                            }
+            // The reviewer and the person in-line answer while the store is
+            // polled, so that an approve from another terminal still wins.
+            let event = tokio::select! {
+                review = next_of(&mut reviewing) => Event::Review(review),
+                answer = next_of(&mut asking) => Event::Asked(answer),
+                _ = tokio::time::sleep(pause) => Event::Tick,
+            };
+            match event {
+                Event::Tick => {}
+                Event::Review(review) => {
+                    reviewing = None;
+                    match review {
+                        Review::Approve { uses, ttl } => {
+                            self.answer(&id, &self.approve(request, uses, ttl), "reviewer")
+                                .await?
                         }
-                        _ = tokio::time::sleep(pause) => {}
+                        Review::Deny { reason } => {
+                            self.answer(&id, &self.deny(request, reason), "reviewer")
+                                .await?
+                        }
+                        Review::Abstain(why) => {
+                            tracing::info!(request = %id, "the reviewer abstained: {why}")
+                        }
                     }
                 }
-                None => tokio::time::sleep(pause).await,
+                Event::Asked(answer) => {
+                    asking = None;
+                    match answer {
+                        Some(AskAnswer::Approve { uses, ttl }) => {
+                            self.answer(&id, &self.approve(request, uses, ttl), "elicitation")
+                                .await?
+                        }
+                        Some(AskAnswer::Deny { reason }) => {
+                            self.answer(&id, &self.deny(request, reason), "elicitation")
+                                .await?
+                        }
+                        // No answer in-line (dismissed, unsupported, failed):
+                        // the call goes on waiting for another channel.
+                        Some(_) | None => {}
+                    }
+                }
             }
         }
     }
@@ -306,6 +344,21 @@ impl StoreApprovals {
             return Ok(Some(refused(refusal)));
         }
         Ok(None)
+    }
+}
+
+/// What woke a waiting call.
+enum Event {
+    Tick,
+    Review(Review),
+    Asked(Option<AskAnswer>),
+}
+
+/// The output of the future in `slot`; never ready when the slot is empty.
+async fn next_of<F: Future + Unpin>(slot: &mut Option<F>) -> F::Output {
+    match slot {
+        Some(future) => future.await,
+        None => std::future::pending().await,
     }
 }
 

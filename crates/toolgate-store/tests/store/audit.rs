@@ -257,3 +257,63 @@ async fn verify_finds_a_renumbered_tail(db: Db) {
     )
     .await;
 }
+
+both!(store_audit_is_the_executors_sink);
+async fn store_audit_is_the_executors_sink(db: Db) {
+    use toolgate_policy::AuditSink;
+    let sink = toolgate_store::StoreAudit::new(db.store.clone(), tenant("team"));
+    for n in 1..=3 {
+        sink.record(&record(n, "bash", "agent-a", "ask"))
+            .await
+            .unwrap();
+    }
+    let entries = db
+        .store
+        .audit(&tenant("team"), &AuditFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| e.record.call_id.as_str())
+            .collect::<Vec<_>>(),
+        ["call-1", "call-2", "call-3"]
+    );
+    assert_eq!(
+        db.store.verify_audit(&tenant("team")).await.unwrap(),
+        AuditVerdict::Intact { records: 3 }
+    );
+    assert!(
+        db.store
+            .audit(&tenant("default"), &AuditFilter::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+// Many appenders at once in one tenant: one gapless chain.
+both!(concurrent_appends_make_one_chain);
+async fn concurrent_appends_make_one_chain(db: Db) {
+    let mut tasks = Vec::new();
+    for n in 0..24 {
+        let store = db.store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .append_audit(&tenant("default"), &record(n, "read", "a", "allow"))
+                .await
+                .unwrap()
+                .seq
+        }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        seqs.push(t.await.unwrap());
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=24).collect::<Vec<i64>>());
+    assert_eq!(
+        db.store.verify_audit(&tenant("default")).await.unwrap(),
+        AuditVerdict::Intact { records: 24 }
+    );
+}
