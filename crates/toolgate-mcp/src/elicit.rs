@@ -299,6 +299,37 @@ mod tests {
         }
     }
 
+    /// Attack: a 2026-07-28 retry that carries a yes given for another
+    /// request (or none) must not decide this one; the person is asked about
+    /// this request instead.
+    #[tokio::test]
+    async fn a_retry_answer_decides_only_the_request_it_names() {
+        let yes = json!({"action": "accept", "content": {"decision": "approve"}});
+        let question = || AskQuestion::new("apr_b", "bash", json!({}), "asks", "claude");
+        let retry = |state: Option<&str>| -> CallToolRequestParams {
+            let mut params = json!({"name": "bash", "inputResponses": {INPUT_KEY: yes}});
+            if let Some(state) = state {
+                params["requestState"] = json!(state);
+            }
+            serde_json::from_value(params).unwrap()
+        };
+        for state in [Some("apr_a"), None] {
+            let (asker, asked) = input_asker(&retry(state), "claude".to_owned());
+            tokio::select! {
+                answer = asker.ask(question()) => panic!("{state:?} decided apr_b: {answer:?}"),
+                asked = asked => assert_eq!(asked.unwrap().request_id, "apr_b"),
+            }
+        }
+        let (asker, _asked) = input_asker(&retry(Some("apr_b")), "claude".to_owned());
+        assert_eq!(
+            asker.ask(question()).await,
+            Some(AskAnswer::Approve {
+                uses: Some(1),
+                ttl: None
+            })
+        );
+    }
+
     #[test]
     fn the_question_is_a_form_naming_the_request() {
         let question = AskQuestion::new(
