@@ -341,3 +341,31 @@ pub(crate) fn new_id(prefix: &str) -> String {
     }
     id
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_prefixed_base32_without_look_alikes() {
+        let ids: Vec<String> = (0..200).map(|_| new_id("apr_")).collect();
+        for id in &ids {
+            assert_eq!(id.len(), 14, "{id}");
+            assert!(id.starts_with("apr_"));
+            assert!(id[4..].bytes().all(|b| ID_ALPHABET.contains(&b)), "{id}");
+        }
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len());
+    }
+
+    #[test]
+    fn the_clock_moves_forward_for_every_clone() {
+        let clock = Clock::system();
+        let other = clock.clone();
+        let before = other.now_ms();
+        clock.advance(Duration::from_secs(3600));
+        assert!(other.now_ms() >= before + 3_600_000);
+    }
+}

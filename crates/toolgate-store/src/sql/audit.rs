@@ -195,3 +195,29 @@ impl SqlStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_covers_every_field_and_their_boundaries() {
+        let base = record_hash("t", 1, 10, GENESIS, "{}");
+        assert_eq!(base, record_hash("t", 1, 10, GENESIS, "{}"));
+        assert_eq!(base.len(), 64);
+        for other in [
+            record_hash("u", 1, 10, GENESIS, "{}"),
+            record_hash("t", 2, 10, GENESIS, "{}"),
+            record_hash("t", 1, 11, GENESIS, "{}"),
+            record_hash("t", 1, 10, &"1".repeat(64), "{}"),
+            record_hash("t", 1, 10, GENESIS, "{ }"),
+        ] {
+            assert_ne!(base, other);
+        }
+        // Moving bytes between fields changes the hash (lengths are hashed).
+        assert_ne!(
+            record_hash("ab", 1, 1, "c", "d"),
+            record_hash("a", 1, 1, "bc", "d")
+        );
+    }
+}

@@ -120,3 +120,33 @@ pub(crate) async fn postgres(pool: &PgPool, now_ms: i64) -> Result<(), StoreErro
     unlocked?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applies_what_is_missing_and_refuses_a_newer_or_changed_schema() {
+        assert_eq!(to_apply(&[]).unwrap().len(), MIGRATIONS.len());
+        let all: Vec<(i64, String)> = MIGRATIONS
+            .iter()
+            .map(|(v, _, sql)| (*v, checksum(sql)))
+            .collect();
+        assert!(to_apply(&all).unwrap().is_empty());
+
+        let mut newer = all.clone();
+        newer.push((999, "x".to_owned()));
+        let err = to_apply(&newer).unwrap_err().to_string();
+        assert!(
+            err.contains("migration 999") && err.contains("newer toolgate"),
+            "{err}"
+        );
+
+        let changed = vec![(1, checksum("something else"))];
+        let err = to_apply(&changed).unwrap_err().to_string();
+        assert!(
+            err.contains("migration 1 (approvals and audit) differs"),
+            "{err}"
+        );
+    }
+}
