@@ -130,11 +130,17 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
     files.push(env.data_dir());
     // The store holds the grants: an agent that could write it could
     // approve its own calls (and edit the audit log), wherever it lies.
+    // Only the files that exist: a missing protected path gets a
+    // placeholder in the sandbox, and a placeholder where SQLite is about
+    // to create its -wal or -shm file would break the store.
     if let super::approvals::StoreUrl::Sqlite(db) = &settings.store {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
+        for suffix in ["", "-wal", "-shm"] {
             let mut name = db.as_os_str().to_owned();
             name.push(suffix);
-            files.push(PathBuf::from(name));
+            let path = PathBuf::from(name);
+            if path.exists() {
+                files.push(path);
+            }
         }
     }
     // The roots are canonical, and so must be what is compared with them.

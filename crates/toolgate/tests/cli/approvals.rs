@@ -377,3 +377,41 @@ fn json_of_failing(s: &Sandbox, args: &[&str]) -> Value {
     let o = s.run(args);
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", stderr(&o)))
 }
+
+/// Attack: the store holds the grants and the audit log. An agent whose
+/// root contains the SQLite file (`[store] url` pointing into the project)
+/// must not be able to write it (approving its own calls) or read it.
+#[test]
+fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
+    let s = Sandbox::new();
+    let db = s.project().join("state/tg.db");
+    user_config(
+        &s,
+        &format!("{ASK_ECHO}\n[store]\nurl = \"sqlite:{}\"\n", db.display()),
+    );
+    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    for (tool, args) in [
+        ("write", r#"{"path": "state/tg.db", "content": "granted"}"#),
+        ("bash", r#"{"command": "echo granted > state/tg.db"}"#),
+        ("bash", r#"{"command": "rm -f state/tg.db"}"#),
+    ] {
+        let o = s.run(&["--demo", "call", tool, args]);
+        assert_ne!(o.status.code(), Some(0), "{tool} {args}: {}", stdout(&o));
+        assert!(
+            stderr(&o).contains("protected")
+                || stdout(&o).contains("ermission denied")
+                || stdout(&o).contains("Read-only")
+                || stdout(&o).contains("resource busy"),
+            "{tool} {args}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+    // Still the store, with the request the agent wanted to approve itself.
+    assert!(std::fs::read(&db).unwrap().starts_with(b"SQLite format 3"));
+    let listed = json_of(&s, &["approvals", "list", "--json"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let o = s.run(&["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+}
