@@ -57,6 +57,10 @@ impl StoreError {
 /// extended codes (`SQLITE_BUSY_SNAPSHOT` = 517 …) share the low byte.
 const SQLITE_BUSY: i64 = 5;
 const SQLITE_LOCKED: i64 = 6;
+/// PostgreSQL's error classes for a server that cannot serve us: connection
+/// exceptions, a database that is gone, refused credentials, a server
+/// shutting down.
+const PG_GONE: [&str; 4] = ["08", "3D", "28", "57P"];
 /// PostgreSQL's serialization_failure and deadlock_detected.
 const PG_RETRY: [&str; 2] = ["40001", "40P01"];
 
@@ -68,7 +72,9 @@ impl From<sqlx::Error> for StoreError {
                 let sqlite_busy = code
                     .parse::<i64>()
                     .is_ok_and(|n| matches!(n & 0xff, SQLITE_BUSY | SQLITE_LOCKED));
-                if sqlite_busy || PG_RETRY.contains(&code.as_str()) {
+                if PG_GONE.iter().any(|class| code.starts_with(class)) {
+                    StoreError::Unreachable(format!("{} (code {code})", db.message()))
+                } else if sqlite_busy || PG_RETRY.contains(&code.as_str()) {
                     StoreError::Busy {
                         seconds: 0,
                         message: db.message().to_owned(),

@@ -415,3 +415,40 @@ async fn the_person_in_line_approves_or_denies_and_no_answer_waits_on(db: Db) {
         RequestState::Pending
     );
 }
+
+/// PostgreSQL gone after start: every call is Unavailable with the store's
+/// error, never approved, even where a grant had covered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_postgres_is_unavailable_never_an_allow() {
+    use sqlx::Connection;
+    let db = Db::postgres().await;
+    let t = tenant("default");
+    let (call, _) = asked("make deploy");
+    let new = bash_call("make deploy", &[]);
+    let id = db.store.file_or_reuse(&t, &new).await.unwrap().request.id;
+    db.store
+        .decide(&t, &id, &approve(None, 3600), "cli:alice")
+        .await
+        .unwrap();
+    let toolgate_store::Backend::Postgres(url) = &db.backend else {
+        unreachable!()
+    };
+    let name = url.rsplit('/').next().unwrap().to_owned();
+    let server = crate::common::postgres_server_url();
+    let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    match gate(&db, no_wait()).request(&call).await {
+        ApprovalOutcome::Unavailable { reason } => {
+            assert!(
+                reason.starts_with("the approval store is unreachable: "),
+                "{reason}"
+            )
+        }
+        other => panic!("a lost store must not answer {other:?}"),
+    }
+}
