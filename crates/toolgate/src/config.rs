@@ -32,7 +32,9 @@ mod untrusted;
 use approvals::{ApprovalDefaults, ApprovalsSection, IdentitySection, StoreSection, StoreUrl};
 use limits::LimitsSection;
 use project::{Untrusted, own_files, project_trust};
-pub use project::{discovered_project_file, revoke_trust, trust_project_file, trusted_files};
+pub use project::{
+    discovered_project_file, protect_store_files, revoke_trust, trust_project_file, trusted_files,
+};
 use trust::TrustStatus;
 
 /// One configuration file as written.

@@ -317,10 +317,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         other => other,
     };
     // `call` opens the store first: an unreachable one stops it here.
+    let mut settings = settings;
     let (call_runtime, gate) = match &command {
         Command::Call { .. } => {
             let runtime = runtime()?;
             let gate = runtime.block_on(store::gate(&settings))?;
+            config::protect_store_files(&mut settings);
             (Some(runtime), Some(gate))
         }
         _ => (None, None),

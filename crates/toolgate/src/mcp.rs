@@ -110,8 +110,9 @@ impl Exposure {
 
 /// The server over the configured scopes. The store is opened first: an
 /// unreachable store stops the start, before any client connects.
-async fn server(settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
+async fn server(mut settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
     let gate = crate::store::gate(&settings).await?;
+    crate::config::protect_store_files(&mut settings);
     let mut notices = crate::sandbox::server_notices(&settings, &env)?;
     for notice in &notices {
         eprintln!("toolgate: {notice}");

@@ -128,21 +128,7 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
     files.extend(settings.sources.files.iter().cloned());
     files.extend(settings.filesystem_source.iter().cloned());
     files.push(env.data_dir());
-    // The store holds the grants: an agent that could write it could
-    // approve its own calls (and edit the audit log), wherever it lies.
-    // Only the files that exist: a missing protected path gets a
-    // placeholder in the sandbox, and a placeholder where SQLite is about
-    // to create its -wal or -shm file would break the store.
-    if let super::approvals::StoreUrl::Sqlite(db) = &settings.store {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            let path = PathBuf::from(name);
-            if path.exists() {
-                files.push(path);
-            }
-        }
-    }
+    files.extend(store_files(settings));
     // The roots are canonical, and so must be what is compared with them.
     let mut files: Vec<PathBuf> = files
         .iter()
@@ -151,4 +137,36 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
     files.sort();
     files.dedup();
     files
+}
+
+/// The SQLite store's files that exist. The store holds the grants: an
+/// agent that could write it could approve its own calls (and edit the
+/// audit log), wherever it lies. Only the files that exist: a missing
+/// protected path gets a placeholder in the sandbox, and a placeholder
+/// where SQLite is about to create its -wal or -shm file would break the
+/// store.
+fn store_files(settings: &Settings) -> Vec<PathBuf> {
+    let super::approvals::StoreUrl::Sqlite(db) = &settings.store else {
+        return Vec::new();
+    };
+    ["", "-wal", "-shm"]
+        .into_iter()
+        .map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .filter(|path| path.exists())
+        .collect()
+}
+
+/// Adds the store's files to toolgate's own once the store is open: on the
+/// first start they did not exist when the configuration was read.
+pub fn protect_store_files(settings: &mut Settings) {
+    for file in store_files(settings) {
+        let file = toolgate_sandbox::canonical_lenient(&file);
+        if !settings.own_files.contains(&file) {
+            settings.own_files.push(file);
+        }
+    }
 }

@@ -389,8 +389,8 @@ fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
         &s,
         &format!("{ASK_ECHO}\n[store]\nurl = \"sqlite:{}\"\n", db.display()),
     );
-    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#]);
-    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    // The first start creates the store; it is protected from that call on.
+    assert!(!db.exists());
     for (tool, args) in [
         ("write", r#"{"path": "state/tg.db", "content": "granted"}"#),
         ("bash", r#"{"command": "echo granted > state/tg.db"}"#),
@@ -410,6 +410,8 @@ fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
     }
     // Still the store, with the request the agent wanted to approve itself.
     assert!(std::fs::read(&db).unwrap().starts_with(b"SQLite format 3"));
+    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     let listed = json_of(&s, &["approvals", "list", "--json"]);
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     let o = s.run(&["audit", "verify"]);
