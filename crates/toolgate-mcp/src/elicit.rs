@@ -22,7 +22,7 @@ use rmcp::model::{
     CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest,
     InputRequests, InputRequiredResult,
 };
-use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -35,12 +35,14 @@ const INPUT_KEY: &str = "approval";
 /// call falls back to waiting; the gate's own wait still bounds the call.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-/// Whether the client can be asked in forms.
+/// Whether the client can be asked in forms: its capabilities from
+/// initialize, or on 2026-07-28 from the request's own metadata. A client
+/// that declares elicitation without naming a mode means forms.
 pub(crate) fn offers_forms(context: &RequestContext<RoleServer>) -> bool {
     context
-        .peer
-        .supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
+        .client_capabilities()
+        .and_then(|caps| caps.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 /// The asker of a call on a connection up to 2025-11-25: an

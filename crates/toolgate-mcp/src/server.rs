@@ -354,10 +354,15 @@ impl Connection {
         if let Some(agent) = &self.shared.agent {
             return agent.clone();
         }
-        context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.trim().to_owned())
+        // From initialize, or on 2026-07-28 from the request's metadata.
+        let client = context.meta.client_info().or_else(|| {
+            context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.clone())
+        });
+        client
+            .map(|info| info.name.trim().to_owned())
             .filter(|name| !name.is_empty() && !name.chars().any(char::is_control))
             .map_or_else(|| "mcp".to_owned(), |name| name.chars().take(128).collect())
     }

@@ -245,6 +245,8 @@ fn elicitation_approves_and_denies_in_line_on_both_protocols() {
             .map(|r| r["state"].as_str().unwrap())
             .collect();
         assert_eq!(states, ["denied", "approved"], "{mode:?}: {all}");
+        // The agent is the client's name on both protocols.
+        assert_eq!(all[1]["agent"], "approval-tester", "{mode:?}: {all}");
         let id = all[1]["id"].as_str().unwrap();
         let shown = approvals(&p, &["show", id]);
         assert_eq!(
