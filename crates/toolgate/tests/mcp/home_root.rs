@@ -185,13 +185,15 @@ fn a_home_directory_root_refuses_every_call_until_the_client_sends_roots() {
         stderr.contains(&format!("toolgate: {expected}")),
         "{stderr}"
     );
-    // Nothing planted; only toolgate's own state directory appeared.
+    // Nothing planted; only toolgate's own state and data directories (the
+    // store of approvals and audit) appeared.
     let planted: Vec<String> = entries(&home)
         .into_iter()
         .filter(|e| e != ".local")
         .collect();
     assert_eq!(planted, before);
-    assert_eq!(entries(&home.join(".local")), vec!["state".to_owned()]);
+    assert_eq!(entries(&home.join(".local")), ["share", "state"]);
+    assert_eq!(entries(&home.join(".local/share")), ["toolgate"]);
     assert!(!Path::new("/tmp/pwned").exists());
 }
 
