@@ -134,6 +134,9 @@ max_output_lines = 20
 pattern = "demo_touch"
 action = "ask"
 reason = "touching files is reviewed"
+
+[approvals]
+wait = "0s"
 "#,
     );
     common::trust(s.dir.path(), &project);
@@ -143,10 +146,14 @@ reason = "touching files is reviewed"
         active_names(&rows),
         ["demo_flood", "demo_shell", "demo_touch", "demo_wipe"]
     );
+    // Asked, nobody answers within the wait: the request stays pending.
     let o = s.run(&["--demo", "call", "demo_touch", r#"{"path": "a.txt"}"#]);
-    assert_eq!(
-        stderr(&o),
-        "toolgate: approval required: touching files is reviewed\n"
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("toolgate: approval apr_")
+            && stderr(&o).contains(" is pending; approve it with `toolgate approvals approve apr_"),
+        "{}",
+        stderr(&o)
     );
     let o = s.run(&[
         "--demo",

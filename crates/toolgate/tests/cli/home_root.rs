@@ -55,6 +55,9 @@ fn planted(home: &Path) -> Vec<String> {
         .into_iter()
         .filter(|p| !".local/state/toolgate".starts_with(p.as_str()))
         .filter(|p| !p.starts_with(".local/state/toolgate"))
+        // toolgate's data directory: the store of approvals and audit.
+        .filter(|p| !".local/share/toolgate".starts_with(p.as_str()))
+        .filter(|p| !p.starts_with(".local/share/toolgate"))
         .collect()
 }
 

@@ -177,7 +177,7 @@ fn an_untrusted_allow_rule_cannot_lift_the_users_ask() {
     let s = Sandbox::new();
     s.write(
         "home/.config/toolgate/config.toml",
-        "[[rules]]\npattern = \"write\"\naction = \"ask\"\n",
+        "[[rules]]\npattern = \"write\"\naction = \"ask\"\n\n[approvals]\nwait = \"0s\"\n",
     );
     s.write(
         "project/toolgate.toml",
