@@ -116,10 +116,11 @@ pub fn relative(ms: i64) -> String {
     let shown = crate::config::approvals::format_duration(std::time::Duration::from_secs(
         delta.unsigned_abs() / 1000,
     ));
-    // The largest unit is enough for a table.
+    // The two largest units are enough for a table (`1h59m`, not `1h`).
     let coarse: String = shown
         .char_indices()
-        .find(|(_, c)| c.is_ascii_alphabetic())
+        .filter(|(_, c)| c.is_ascii_alphabetic())
+        .nth(1)
         .map_or(shown.clone(), |(i, _)| shown[..=i].to_owned());
     if delta >= 0 {
         format!("in {coarse}")

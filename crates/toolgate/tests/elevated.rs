@@ -111,7 +111,8 @@ fn enabled_it_is_inactive_under_the_standard_cap() {
 
 #[test]
 fn permissive_makes_it_active_but_every_call_asks() {
-    let p = Project::new(Some(ENABLED));
+    // Nobody answers: the call ends pending at once instead of waiting.
+    let p = Project::new(Some(&format!("{ENABLED}[approvals]\nwait = \"0s\"\n")));
     let row = p.elevated_row(&["--policy", "permissive"], &[]).unwrap();
     assert_eq!(
         (row["active"].clone(), row["reason"].clone()),
@@ -124,11 +125,20 @@ fn permissive_makes_it_active_but_every_call_asks() {
         &[],
     );
     assert_eq!(o.status.code(), Some(5));
-    assert_eq!(
-        stderr(&o),
-        "toolgate: approval required: `elevated` runs a command on the host, outside the sandbox\n"
+    assert!(
+        stderr(&o).starts_with("toolgate: approval apr_")
+            && stderr(&o).contains(" is pending; approve it with `toolgate approvals approve apr_"),
+        "{}",
+        stderr(&o)
     );
-    assert!(!target.exists(), "a refused call ran");
+    assert!(!target.exists(), "a call nobody approved ran");
+    // What the person is asked says why.
+    let o = p.run(&["approvals", "list", "--json"], &[]);
+    let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        listed[0]["reason"], "`elevated` runs a command on the host, outside the sandbox",
+        "{listed}"
+    );
 }
 
 #[test]
