@@ -417,3 +417,58 @@ fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
     let o = s.run(&["audit", "verify"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
 }
+
+/// A person approves a command prefix: it covers every script whose
+/// commands all start with those words (decided on the parsed script), and
+/// nothing else, not even a script that adds another command to them.
+#[test]
+fn a_command_prefix_grant_covers_the_parsed_commands_it_names_and_no_others() {
+    let s = Sandbox::new();
+    user_config(
+        &s,
+        "[[rules]]\npattern = \"bash\"\naction = \"ask\"\n\n[approvals]\nwait = \"0s\"\n",
+    );
+    let bash = |script: &str| {
+        let args = json!({ "command": script }).to_string();
+        s.run(&["call", "bash", &args])
+    };
+    let o = bash("echo one -n");
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    let listed = json_of(&s, &["approvals", "list", "--json"]);
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        listed[0]["suggested_prefix"],
+        json!(["echo", "one"]),
+        "{listed}"
+    );
+    let o = s.run(&[
+        "approvals",
+        "approve",
+        &id,
+        "--prefix",
+        "echo",
+        "--uses",
+        "unlimited",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .contains("covers scripts whose commands start with `echo` of `bash`, unlimited uses"),
+        "{}",
+        stdout(&o)
+    );
+    for covered in ["echo one -n", "echo two", "echo a && echo b | echo c"] {
+        let o = bash(covered);
+        assert_eq!(o.status.code(), Some(0), "{covered}: {}", stderr(&o));
+    }
+    let marker = s.project().join("marker");
+    for not_covered in [
+        format!("echo x; touch {}", marker.display()),
+        format!("echox; touch {}", marker.display()),
+        format!("touch {}", marker.display()),
+    ] {
+        let o = bash(&not_covered);
+        assert_eq!(o.status.code(), Some(5), "{not_covered}: {}", stderr(&o));
+        assert!(!marker.exists(), "{not_covered} ran");
+    }
+}
