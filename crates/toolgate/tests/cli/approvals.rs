@@ -472,3 +472,51 @@ fn a_command_prefix_grant_covers_the_parsed_commands_it_names_and_no_others() {
         assert!(!marker.exists(), "{not_covered} ran");
     }
 }
+
+#[test]
+fn audit_follow_prints_each_new_record_as_it_is_appended() {
+    let s = Sandbox::new();
+    let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "before"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut follow = toolgate(s.dir.path(), &s.project());
+    follow.args(["audit", "--follow", "--json", "--tool", "demo_echo"]);
+    follow.stdout(std::process::Stdio::piped());
+    let mut child = follow.spawn().unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let limit = std::time::Duration::from_secs(30);
+    let first: Value = serde_json::from_str(&receiver.recv_timeout(limit).unwrap()).unwrap();
+    assert_eq!(first["arguments"]["text"], "before");
+    for text in ["after", "ignored"] {
+        let tool = if text == "after" {
+            "demo_echo"
+        } else {
+            "demo_flood"
+        };
+        let args = if text == "after" {
+            r#"{"text": "after"}"#
+        } else {
+            r#"{"lines": 1}"#
+        };
+        let o = s.run(&["--demo", "call", tool, args]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let second: Value = serde_json::from_str(&receiver.recv_timeout(limit).unwrap()).unwrap();
+    assert_eq!(
+        (&second["arguments"]["text"], &second["seq"]),
+        (&json!("after"), &json!(2))
+    );
+    // The other tool's record is filtered out.
+    assert!(
+        receiver
+            .recv_timeout(std::time::Duration::from_secs(2))
+            .is_err()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
