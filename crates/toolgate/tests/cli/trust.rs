@@ -237,7 +237,12 @@ fn the_trust_records_are_out_of_the_agents_reach() {
     let args = json!({"path": "data/toolgate/trusted.json", "content": "{}"}).to_string();
     let o = s.run_in(&s.project(), &["call", "write", &args], &env);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("is protected"), "{}", stderr(&o));
+    // The data dir inside the root is concealed, which refuses writes too.
+    assert!(
+        stderr(&o).contains("is toolgate's own state"),
+        "{}",
+        stderr(&o)
+    );
     let script = json!({"command": "echo '{}' > data/toolgate/trusted.json"}).to_string();
     let o = s.run_in(&s.project(), &["call", "bash", &script], &env);
     assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
