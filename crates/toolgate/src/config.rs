@@ -33,7 +33,8 @@ use approvals::{ApprovalDefaults, ApprovalsSection, IdentitySection, StoreSectio
 use limits::LimitsSection;
 use project::{Untrusted, own_files, project_trust};
 pub use project::{
-    discovered_project_file, protect_store_files, revoke_trust, trust_project_file, trusted_files,
+    discovered_project_file, protect_store_files, revoke_trust, store_files, trust_project_file,
+    trusted_files,
 };
 use trust::TrustStatus;
 

@@ -70,6 +70,15 @@ pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Works
     Ok(Arc::new(local_workspace(settings, env)?))
 }
 
+/// What no tool may read where it lies inside a root: toolgate's state
+/// and data directories and the SQLite store's files that exist (grants,
+/// the audit log).
+fn concealed(settings: &Settings, env: &Environment) -> Vec<PathBuf> {
+    let mut paths = vec![env.state_dir(), env.data_dir()];
+    paths.extend(crate::config::store_files(settings));
+    paths
+}
+
 /// Where relative paths resolve, for the tools and the policy alike: the
 /// working directory while it lies in a root, else the first root.
 pub fn working_dir(settings: &Settings, env: &Environment) -> PathBuf {
@@ -88,7 +97,7 @@ fn local_workspace(settings: &Settings, env: &Environment) -> Result<LocalWorksp
         .network(network_mode(settings))
         .filesystem(settings.filesystem.clone())
         .protect(&settings.own_files)
-        .and_then(|ws| ws.conceal(&[env.state_dir(), env.data_dir()]))
+        .and_then(|ws| ws.conceal(&concealed(settings, env)))
         .context("cannot open the workspace roots")
 }
 

@@ -145,7 +145,7 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
 /// protected path gets a placeholder in the sandbox, and a placeholder
 /// where SQLite is about to create its -wal or -shm file would break the
 /// store.
-fn store_files(settings: &Settings) -> Vec<PathBuf> {
+pub fn store_files(settings: &Settings) -> Vec<PathBuf> {
     let super::approvals::StoreUrl::Sqlite(db) = &settings.store else {
         return Vec::new();
     };

@@ -400,6 +400,7 @@ fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
         assert_ne!(o.status.code(), Some(0), "{tool} {args}: {}", stdout(&o));
         assert!(
             stderr(&o).contains("protected")
+                || stderr(&o).contains("toolgate's own state")
                 || stdout(&o).contains("ermission denied")
                 || stdout(&o).contains("Read-only")
                 || stdout(&o).contains("resource busy"),
@@ -408,6 +409,18 @@ fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
             stderr(&o)
         );
     }
+    // Nor read: it holds every workspace's requests and audit records.
+    let o = s.run(&["--demo", "call", "read", r#"{"path": "state/tg.db"}"#]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stderr(&o).contains("toolgate's own state"), "{}", stderr(&o));
+    let o = s.run(&[
+        "--demo",
+        "call",
+        "bash",
+        r#"{"command": "head -c 15 state/tg.db; echo; echo end"}"#,
+    ]);
+    assert!(stdout(&o).contains("end"), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stdout(&o).contains("SQLite format"), "{}", stdout(&o));
     // Still the store, with the request the agent wanted to approve itself.
     assert!(std::fs::read(&db).unwrap().starts_with(b"SQLite format 3"));
     let o = s.run(&["--demo", "call", "demo_echo", r#"{"text": "hi"}"#]);
