@@ -313,7 +313,7 @@ pub fn scan_root_parallel(
 /// Opens a directory by its absolute path, refusing a symlink anywhere on
 /// the way (openat2 `RESOLVE_NO_SYMLINKS`; without openat2, `O_NOFOLLOW`
 /// on the last component only, as the sequential walk's first open).
-fn open_beneath_no_symlinks(path: &Path) -> Option<std::os::fd::OwnedFd> {
+pub(crate) fn open_beneath_no_symlinks(path: &Path) -> Option<std::os::fd::OwnedFd> {
     use rustix::fs::{CWD, Mode, ResolveFlags};
     match rustix::fs::openat2(
         CWD,

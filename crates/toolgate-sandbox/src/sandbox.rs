@@ -11,13 +11,16 @@ use std::time::Duration;
 use serde::Serialize;
 
 mod cleanup;
+mod git_config;
 mod journal;
 mod network;
+mod new_repos;
 
 use cleanup::Audit;
 use journal::Journal;
 pub use network::EgressSetup;
 use network::{RunningProxy, egress_for, is_proxy_variable, proxy_environment};
+use new_repos::{RecordingHost, RepoWatch};
 
 use toolgate_core::command_env;
 
@@ -337,7 +340,17 @@ impl Sandbox {
             None => None,
         };
         let egress_socket = proxy.as_ref().and_then(RunningProxy::socket);
-        let plan = self.launch(spec, &command.argv, tmp_path, egress_socket)?;
+        let host = RecordingHost::default();
+        let plan = self.launch(spec, &command.argv, tmp_path, egress_socket, &host)?;
+        // Before any placeholder exists: the repositories as the command
+        // will find them, so that those it makes can be told apart.
+        if self.backend != Backend::None {
+            audit.watch_repos(RepoWatch::before(
+                &spec.writable_roots,
+                &host,
+                &self.state_dir,
+            )?);
+        }
         journal.create(&plan, &spec.writable_roots)?;
         audit.watch(&plan.audited, &spec.writable_roots);
         let request = match self.backend {
@@ -531,6 +544,7 @@ impl Sandbox {
             argv,
             &self.state_dir.join("tmp-RUN"),
             Some(&egress_socket),
+            &RealHost,
         )
     }
 
@@ -542,6 +556,7 @@ impl Sandbox {
         argv: &[OsString],
         tmp: &Path,
         egress_socket: Option<&Path>,
+        host: &dyn crate::plan::HostView,
     ) -> Result<BwrapPlan, SandboxError> {
         match self.backend {
             Backend::Bwrap => {
@@ -560,7 +575,7 @@ impl Sandbox {
                     egress_socket: egress_socket.filter(|_| proxied).map(Path::to_owned),
                     ..self.files.clone()
                 };
-                Ok(BwrapPlan::build(spec, &files, &stage2, argv, &RealHost)?)
+                Ok(BwrapPlan::build(spec, &files, &stage2, argv, host)?)
             }
             Backend::Landlock => {
                 let mut read: Vec<PathBuf> = LANDLOCK_READABLE.iter().map(PathBuf::from).collect();

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::SandboxError;
+use super::new_repos::RepoWatch;
 use crate::spec::{GIT_DIR_AUDITED, SandboxSpec};
 
 /// The protected names that can only be checked after a run (the plan
@@ -12,6 +13,8 @@ use crate::spec::{GIT_DIR_AUDITED, SandboxSpec};
 /// command made is removed after the run, whichever run made it.
 pub(super) struct Audit {
     watched: Vec<(PathBuf, PathBuf)>,
+    /// The repositories before the run, to neutralise those made during it.
+    repos: Option<RepoWatch>,
 }
 
 impl Audit {
@@ -33,6 +36,7 @@ impl Audit {
         }
         Ok(Audit {
             watched: Vec::new(),
+            repos: None,
         })
     }
 
@@ -51,9 +55,18 @@ impl Audit {
         }
     }
 
+    /// Neutralises, after the run, every repository `repos` did not know.
+    pub(super) fn watch_repos(&mut self, repos: RepoWatch) {
+        self.repos = Some(repos);
+    }
+
     /// Removes what a command created, saying so.
     pub(super) fn after(mut self) -> Vec<String> {
-        self.sweep()
+        let mut warnings = self.sweep();
+        if let Some(repos) = &mut self.repos {
+            warnings.extend(repos.neutralise());
+        }
+        warnings
     }
 
     fn sweep(&mut self) -> Vec<String> {
@@ -88,5 +101,8 @@ impl Drop for Audit {
     /// A cancelled run is checked too (its warnings have nowhere to go).
     fn drop(&mut self) {
         self.sweep();
+        if let Some(repos) = &mut self.repos {
+            repos.neutralise();
+        }
     }
 }
