@@ -554,3 +554,60 @@ async fn a_cancelled_run_is_neutralised_too() {
         assert!(left.stdout.is_empty(), "{backend:?}: {left:?}");
     }
 }
+
+#[tokio::test]
+async fn configs_git_cannot_edit_safely_are_replaced_and_commondirs_followed() {
+    for backend in BACKENDS {
+        let world = World::new(backend);
+        let evil: Vec<String> = (0..3).map(|n| world.evil(&format!("odd{n}"))).collect();
+        let script = format!(
+            "set -e; \
+             mkdir -p mal/.git/objects mal/.git/refs && echo 'ref: refs/heads/main' > mal/.git/HEAD; \
+             printf '[core]\\n\\tfsmonitor = {e0}\\n[broken\\n' > mal/.git/config; \
+             git init -q linked; printf '[core]\\n\\tfsmonitor = {e1}\\n' > cfg; \
+             rm linked/.git/config; ln -s ../../cfg linked/.git/config; \
+             mkdir -p common/objects common/refs/heads cd1; \
+             printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {e2}\\n' > common/config; \
+             echo 'ref: refs/heads/main' > cd1/HEAD; echo ../common > cd1/commondir; \
+             mkdir wt2; echo 'gitdir: ../cd1' > wt2/.git",
+            e0 = evil[0],
+            e1 = evil[1],
+            e2 = evil[2],
+        );
+        let outcome = world.run(&script).await;
+        assert_eq!(outcome.outcome.exit_code, 0, "{backend:?}: {outcome:?}");
+        for dir in ["mal", "linked", "wt2"] {
+            let _ = world.host_git(&world.root.join(dir), &["status"], "");
+        }
+        for n in 0..3 {
+            assert!(
+                !world.marker(&format!("odd{n}")).exists(),
+                "{backend:?}: odd{n} ran"
+            );
+        }
+        let named = |part: &str| outcome.warnings.iter().any(|w| w.contains(part));
+        assert!(
+            named("replaced") && named("mal/.git/config"),
+            "{backend:?}: {:?}",
+            outcome.warnings
+        );
+        assert!(
+            named("linked/.git/config"),
+            "{backend:?}: {:?}",
+            outcome.warnings
+        );
+        assert!(
+            named("common/config"),
+            "{backend:?}: {:?}",
+            outcome.warnings
+        );
+        // The symlink's target, a file of the work tree, is left as it was.
+        let cfg = std::fs::read_to_string(world.root.join("cfg")).unwrap();
+        assert!(cfg.contains("fsmonitor"), "{cfg}");
+        assert!(
+            !std::fs::symlink_metadata(world.root.join("linked/.git/config"))
+                .unwrap()
+                .is_symlink()
+        );
+    }
+}
