@@ -24,6 +24,7 @@ mod home_root;
 mod leftovers;
 mod limits;
 mod limits_grep;
+mod new_repos;
 mod resolve;
 mod sandbox;
 mod snapshot_scope;
