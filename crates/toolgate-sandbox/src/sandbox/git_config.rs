@@ -99,6 +99,18 @@ pub(super) fn is_dangerous(key: &str, value: Option<&str>) -> bool {
     }
 }
 
+/// Whether `text` can hold a dangerous key at all: git reads section and
+/// variable names only as written (letters, digits and `-`, in any case,
+/// never escaped or split), so a config in which none of their names
+/// appears needs no parse (and no git process), such as that of a fresh
+/// `git init` or `git clone`.
+fn may_be_dangerous(text: &[u8]) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let has = |word: &str| lower.windows(word.len()).any(|w| w == word.as_bytes());
+    DANGEROUS.iter().any(|(_, var)| has(var))
+        || ["alias", "submodule", "pager", "hook"].into_iter().any(has)
+}
+
 /// The largest config read; a larger one is replaced, not parsed.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -229,6 +241,9 @@ impl ConfigEditor {
             Ok(text) => text,
             Err(why) => return replace(dir, &path, file, &why, warnings),
         };
+        if !may_be_dangerous(&text) {
+            return;
+        }
         let edited = self.edit(&text);
         match edited {
             Ok(None) => {}
@@ -395,6 +410,22 @@ mod tests {
         ];
         for (key, value) in fine {
             assert!(!is_dangerous(key, value), "{key}");
+        }
+    }
+
+    #[test]
+    fn only_configs_naming_a_dangerous_key_are_parsed() {
+        let fresh = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n[remote \"origin\"]\n\turl = /src/x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";
+        assert!(!may_be_dangerous(fresh.as_bytes()));
+        for text in [
+            "[CORE]FSMonitor=x",
+            "[core]\n\tfsMonitor = x",
+            "[Alias]\n\tst = !x",
+            "[include]path=x",
+            "[diff \"x\"]\n\ttextConv = x",
+            "[core.x]\n\thooksPath = x",
+        ] {
+            assert!(may_be_dangerous(text.as_bytes()), "{text}");
         }
     }
 }
