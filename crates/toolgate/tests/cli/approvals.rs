@@ -412,7 +412,11 @@ fn a_store_file_inside_a_root_is_out_of_the_agents_reach() {
     // Nor read: it holds every workspace's requests and audit records.
     let o = s.run(&["--demo", "call", "read", r#"{"path": "state/tg.db"}"#]);
     assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stderr(&o).contains("toolgate's own state"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("toolgate's own state"),
+        "{}",
+        stderr(&o)
+    );
     let o = s.run(&[
         "--demo",
         "call",
