@@ -14,6 +14,7 @@ mod common;
 
 mod allowlist;
 mod approvals;
+mod approvals_http;
 mod calls;
 mod gate;
 mod hidden_names;
