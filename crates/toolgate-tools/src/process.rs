@@ -21,6 +21,7 @@ mod dirs;
 mod host;
 mod log;
 mod tools;
+mod warnings;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ use toolgate_sandbox::SandboxCommand;
 use toolgate_sandbox::runner::Attach;
 
 use self::log::{ProcessLog, Removed};
+use self::warnings::EndWarnings;
 use crate::facts_schema;
 use crate::fs::{Fs, workspace_error};
 
@@ -150,6 +152,10 @@ pub(crate) struct Entry {
     state: Mutex<ProcessState>,
     /// When it ended, for forgetting the oldest ended processes first.
     ended_at: Mutex<Option<std::time::Instant>>,
+    /// What the sandbox fixed up after it ended, and the output range
+    /// `[start, end)` of the lines that say so at the end of its log; set
+    /// before its state says it ended.
+    warnings: Mutex<(EndWarnings, (u64, u64))>,
     /// Wakes readers waiting for output or for the end, and the retention of the
     /// log when it was read to the end.
     pub changed: Arc<Notify>,
@@ -164,6 +170,12 @@ impl Entry {
 
     pub fn is_running(&self) -> bool {
         self.state() == ProcessState::Running
+    }
+
+    /// What the sandbox fixed up after it ended (none while it runs), and
+    /// where the lines that say so lie in its output.
+    pub fn warnings(&self) -> (EndWarnings, (u64, u64)) {
+        self.warnings.lock().map(|w| w.clone()).unwrap_or_default()
     }
 
     /// Sends `text` to stdin; `close` ends stdin afterwards.
@@ -388,6 +400,7 @@ impl Processes {
             stdin: Mutex::new(Some(stdin_tx)),
             state: Mutex::new(ProcessState::Running),
             ended_at: Mutex::new(None),
+            warnings: Mutex::new(Default::default()),
             changed,
         });
         self.table
@@ -402,19 +415,37 @@ impl Processes {
         let budget = self.config.log_budget.clone();
         tokio::spawn(async move {
             let outcome = task.await;
-            let state = match outcome {
-                Ok(Ok(done)) => ProcessState::Exited {
-                    exit_code: done.outcome.exit_code,
-                    signal: done.outcome.signal,
-                    timed_out: done.outcome.timed_out,
-                },
-                Ok(Err(e)) => ProcessState::Failed {
-                    error: e.to_string(),
-                },
-                Err(e) => ProcessState::Failed {
-                    error: e.to_string(),
-                },
+            let (state, warnings) = match outcome {
+                Ok(Ok(done)) => (
+                    ProcessState::Exited {
+                        exit_code: done.outcome.exit_code,
+                        signal: done.outcome.signal,
+                        timed_out: done.outcome.timed_out,
+                    },
+                    EndWarnings::bounded(done.warnings),
+                ),
+                Ok(Err(e)) => (
+                    ProcessState::Failed {
+                        error: e.to_string(),
+                    },
+                    EndWarnings::default(),
+                ),
+                Err(e) => (
+                    ProcessState::Failed {
+                        error: e.to_string(),
+                    },
+                    EndWarnings::default(),
+                ),
             };
+            // The sandbox has checked the roots after the run (a bash call shows
+            // the same on its result): what it fixed up is kept with the process
+            // and becomes the last lines of its output, so that a reader who
+            // follows the log meets them where they happened, and one who only
+            // asks for the status sees them too.
+            let lines = watcher.log.append_lines(&warnings.lines());
+            if let Ok(mut slot) = watcher.warnings.lock() {
+                *slot = (warnings, lines);
+            }
             // Nothing more is written: the log is put in order (a bounded copy)
             // before anyone is told the process ended.
             let log = watcher.log.clone();
@@ -505,6 +536,7 @@ mod tests {
             stdin: Mutex::new(None),
             state: Mutex::new(ProcessState::Running),
             ended_at: Mutex::new(None),
+            warnings: Mutex::new(Default::default()),
             changed: Arc::new(Notify::new()),
         };
         let err = entry.signal(rustix::process::Signal::KILL).unwrap_err();

@@ -138,6 +138,9 @@ struct State {
     removed: Option<Removed>,
     /// When a read reached the end after the process had ended.
     read_to_end: Option<Instant>,
+    /// The last byte of the output, so that toolgate's lines appended after the
+    /// end start on a line of their own.
+    last: Option<u8>,
 }
 
 impl State {
@@ -244,6 +247,7 @@ impl ProcessLog {
                 lease: head + tail,
                 removed: None,
                 read_to_end: None,
+                last: None,
             }),
             budget,
         }
@@ -261,6 +265,9 @@ impl ProcessLog {
     /// into the ring (of a chunk longer than the ring, only its last bytes).
     pub fn write(&self, chunk: &[u8]) {
         let mut s = self.state();
+        if let Some(last) = chunk.last() {
+            s.last = Some(*last);
+        }
         match s.file.take() {
             Some(file) if s.broken.is_none() => {
                 s.record(&file, chunk);
@@ -271,6 +278,21 @@ impl ProcessLog {
                 s.written += chunk.len() as u64;
             }
         }
+    }
+
+    /// Appends `lines` (toolgate's, after the process ended) as the last bytes of the
+    /// output, on a line of their own; returns the output range `[start, end)` they
+    /// take, from the newline added before them if one was.
+    pub fn append_lines(&self, lines: &str) -> (u64, u64) {
+        let start = self.written();
+        if lines.is_empty() {
+            return (start, start);
+        }
+        if self.state().last.is_some_and(|b| b != b'\n') {
+            self.write(b"\n");
+        }
+        self.write(lines.as_bytes());
+        (start, self.written())
     }
 
     /// What the log holds now.

@@ -13,6 +13,7 @@ use toolgate_core::{
     CallContext, EffectClass, Idempotency, ToolError, ToolOutput, ToolSpec, TypedTool,
 };
 
+use super::warnings::{EndWarnings, with_schemas};
 use super::{Entry, ProcessState, Processes};
 use crate::facts_schema;
 use crate::fs::{unix_seconds, utc_minutes};
@@ -201,10 +202,16 @@ impl TypedTool for ProcessListTool {
                 started.map_or(String::new(), utc_minutes),
                 e.command
             ));
-            rows.push(json!({
+            let (warnings, _) = e.warnings();
+            for line in warnings.lines().lines() {
+                text.push_str(&format!("  {line}\n"));
+            }
+            let mut row = json!({
                 "pid": e.pid, "command": e.command, "started": started,
                 "output_file": e.log.path(), "status": state, "output": e.log.facts(),
-            }));
+            });
+            warnings.facts(&mut row);
+            rows.push(row);
         }
         if entries.is_empty() {
             text.push_str("No background processes.\n");
@@ -215,7 +222,7 @@ impl TypedTool for ProcessListTool {
 
 /// The facts of `process_list`.
 fn list_schema() -> Value {
-    let process = facts_schema::object(
+    let process = with_schemas(
         json!({
             "pid": {"type": "integer"},
             "command": {"type": "string"},
@@ -327,21 +334,27 @@ async fn wait_for_output(entry: &Entry, since: u64, wait: Duration) {
 }
 
 fn read_log(entry: &Entry, offset: Option<u64>, budget: u64) -> Result<ToolOutput, ToolError> {
+    // The state first: they are set before it says the process ended.
     let state = entry.state();
+    let (warnings, (lines_start, lines_end)) = entry.warnings();
     if let Some(removed) = entry.log.removed() {
         let kept = entry.log.kept();
-        let text = format!(
+        let mut text = format!(
             "[process {} {}; {}: {} bytes of output were written]\n",
             entry.pid,
             state_text(&state),
             removed.describe(),
             kept.written
         );
-        return Ok(ToolOutput::text(text).with_structured(json!({
+        // The log that ended with them is gone; they are not.
+        text.push_str(&warnings.lines());
+        let mut facts = json!({
             "pid": entry.pid, "status": state, "offset": kept.written,
             "next_offset": kept.written, "size": kept.written, "more": false,
             "output": entry.log.facts(),
-        })));
+        });
+        warnings.facts(&mut facts);
+        return Ok(ToolOutput::text(text).with_structured(facts));
     }
     let read = entry.log.read(offset, budget).map_err(|e| {
         ToolError::Failed(format!(
@@ -407,10 +420,17 @@ fn read_log(entry: &Entry, offset: Option<u64>, budget: u64) -> Result<ToolOutpu
         state_text(&state),
         if more { "more output is waiting; " } else { "" }
     ));
-    Ok(ToolOutput::text(text).with_structured(json!({
+    // A read that did not show the warning lines at the end of the output (one
+    // from earlier on, or a log that could not keep them) still says them.
+    if !(from <= lines_start && next >= lines_end) {
+        text.push_str(&warnings.lines());
+    }
+    let mut facts = json!({
         "pid": entry.pid, "status": state, "offset": from, "next_offset": next,
         "size": kept.written, "more": more, "output": entry.log.facts(),
-    })))
+    });
+    warnings.facts(&mut facts);
+    Ok(ToolOutput::text(text).with_structured(facts))
 }
 
 /// The facts of what a process wrote and what its log keeps.
@@ -444,7 +464,7 @@ fn output_facts_schema() -> Value {
 
 /// The facts of [`read_log`].
 fn read_schema() -> Value {
-    facts_schema::object(
+    with_schemas(
         json!({
             "pid": {"type": "integer"},
             "status": ProcessState::schema(),
@@ -602,14 +622,17 @@ impl TypedTool for ProcessKillTool {
     ) -> Result<ToolOutput, ToolError> {
         let entry = self.0.get(args.pid)?;
         if !entry.is_running() {
-            return Ok(ToolOutput::text(format!(
-                "Process {} is not running ({}); nothing to do.",
+            let state = entry.state();
+            let (warnings, _) = entry.warnings();
+            let text = format!(
+                "Process {} is not running ({}); nothing to do.{}",
                 entry.pid,
-                state_text(&entry.state())
-            ))
-            .with_structured(
-                json!({"pid": entry.pid, "status": entry.state(), "signalled": false}),
-            ));
+                state_text(&state),
+                warnings_after(&warnings)
+            );
+            let mut facts = json!({"pid": entry.pid, "status": state, "signalled": false});
+            warnings.facts(&mut facts);
+            return Ok(ToolOutput::text(text).with_structured(facts));
         }
         let signal = match args.signal {
             KillSignal::Term => Signal::TERM,
@@ -626,25 +649,36 @@ impl TypedTool for ProcessKillTool {
             wait_for_end(&entry, Duration::from_secs(5)).await;
         }
         let state = entry.state();
+        let (warnings, _) = entry.warnings();
         let how = if escalated {
             " (KILL after the grace period)"
         } else {
             ""
         };
-        Ok(ToolOutput::text(format!(
-            "Process {}: {}{how}.",
+        let text = format!(
+            "Process {}: {}{how}.{}",
             entry.pid,
-            state_text(&state)
-        ))
-        .with_structured(
-            json!({"pid": entry.pid, "status": state, "signalled": true, "escalated": escalated}),
-        ))
+            state_text(&state),
+            warnings_after(&warnings)
+        );
+        let mut facts =
+            json!({"pid": entry.pid, "status": state, "signalled": true, "escalated": escalated});
+        warnings.facts(&mut facts);
+        Ok(ToolOutput::text(text).with_structured(facts))
     }
+}
+
+/// The warning lines after a one-line result, on lines of their own.
+fn warnings_after(warnings: &EndWarnings) -> String {
+    if warnings.is_empty() {
+        return String::new();
+    }
+    format!("\n{}", warnings.lines().trim_end())
 }
 
 /// The facts of `process_kill`.
 fn kill_schema() -> Value {
-    facts_schema::object(
+    with_schemas(
         json!({
             "pid": {"type": "integer"},
             "status": ProcessState::schema(),
