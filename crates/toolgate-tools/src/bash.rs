@@ -173,7 +173,7 @@ impl TypedTool for BashTool {
         )
         .await?;
         for warning in outcome.weakened.iter().chain(&outcome.warnings) {
-            let _ = writeln!(text, "[{warning}]");
+            let _ = writeln!(text, "[{}]", crate::process::warnings::one_line(warning));
         }
         structured["backend"] = json!(outcome.backend);
         Ok(ToolOutput::text(text).with_structured(structured))

@@ -21,7 +21,7 @@ mod dirs;
 mod host;
 mod log;
 mod tools;
-mod warnings;
+pub(crate) mod warnings;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

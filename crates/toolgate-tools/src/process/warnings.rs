@@ -102,8 +102,10 @@ impl EndWarnings {
 }
 
 /// `warning` on one line (control characters escaped) and cut to
-/// [`MAX_WARNING_BYTES`] at a character boundary.
-fn one_line(warning: &str) -> String {
+/// [`MAX_WARNING_BYTES`] at a character boundary. Attack: a warning names
+/// paths the command chose; a directory name holding a newline would
+/// otherwise split the warning or fake a line of toolgate's own.
+pub(crate) fn one_line(warning: &str) -> String {
     let mut out = String::with_capacity(warning.len().min(MAX_WARNING_BYTES));
     let mut cut = 0usize;
     for c in warning.chars() {
