@@ -30,7 +30,20 @@ fn start(p: &Project, mode: Mode, scenario: &str, extra: Value) -> (Child, Lines
     for (k, v) in extra.as_object().unwrap() {
         config[k] = v.clone();
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/clients/approvals.py");
+    spawn_client(p, "approvals.py", scenario, &config)
+}
+
+/// `clients/CLIENT SCENARIO` with `config` on its stdin, in the project's
+/// home, started.
+pub(super) fn spawn_client(
+    p: &Project,
+    client: &str,
+    scenario: &str,
+    config: &Value,
+) -> (Child, Lines, Lines) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/clients")
+        .join(client);
     let mut child = Command::new(python())
         .arg(script)
         .arg(scenario)
@@ -53,18 +66,27 @@ fn start(p: &Project, mode: Mode, scenario: &str, extra: Value) -> (Child, Lines
 }
 
 /// The scenario's observations once it ends.
-fn finish(mut child: Child, stdout: Lines, stderr: Lines) -> Value {
+fn finish(child: Child, stdout: Lines, stderr: Lines) -> Value {
+    observations(child, stdout, stderr, "")
+}
+
+/// The last JSON line a scenario printed once it ends; `server` (the
+/// server's own output, if any) is shown when it hung or crashed.
+pub(super) fn observations(mut child: Child, stdout: Lines, stderr: Lines, server: &str) -> Value {
     let status = wait_until(&mut child, Duration::from_secs(120));
     let said = stdout.rest(Duration::from_secs(10));
     let errors = stderr.rest(Duration::from_secs(10)).join("\n");
-    assert!(status.is_some(), "the scenario hung:\n{said:?}\n{errors}");
+    assert!(
+        status.is_some(),
+        "the scenario hung:\n{said:?}\n{errors}\nserver:\n{server}"
+    );
     let observed: Value = said
         .last()
         .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON from the scenario:\n{said:?}\n{errors}"));
+        .unwrap_or_else(|| panic!("no JSON from the scenario:\n{said:?}\n{errors}\n{server}"));
     assert!(
         observed.get("crashed").is_none(),
-        "the scenario crashed: {}\n{errors}",
+        "the scenario crashed: {}\n{errors}\nserver:\n{server}",
         observed["crashed"]
     );
     observed

@@ -4,10 +4,11 @@
 //! every call leaves one audit record and the log verifies. Two clients on
 //! one server each answer only their own question.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use pretty_assertions::assert_eq;
 
+use super::approvals::{observations, spawn_client};
 use super::*;
 use crate::common::Served;
 
@@ -43,48 +44,12 @@ fn start(
     for (k, v) in extra.as_object().unwrap() {
         config[k] = v.clone();
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/clients/approvals_http.py");
-    let mut child = Command::new(python())
-        .arg(script)
-        .arg(scenario)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", p.base().join("home"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(config.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    let stdout = Lines::of(child.stdout.take().unwrap());
-    let stderr = Lines::of(child.stderr.take().unwrap());
-    (child, stdout, stderr)
+    spawn_client(p, "approvals_http.py", scenario, &config)
 }
 
 /// The scenario's observations once it ends (the server's stderr on failure).
-fn finish(served: &Served, mut child: Child, stdout: Lines, stderr: Lines) -> Value {
-    let status = wait_until(&mut child, Duration::from_secs(120));
-    let said = stdout.rest(Duration::from_secs(10));
-    let errors = stderr.rest(Duration::from_secs(10)).join("\n");
-    let server = served.stderr();
-    assert!(
-        status.is_some(),
-        "the scenario hung:\n{said:?}\n{errors}\nserver:\n{server}"
-    );
-    let observed: Value = said
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON from the scenario:\n{said:?}\n{errors}\n{server}"));
-    assert!(
-        observed.get("crashed").is_none(),
-        "the scenario crashed: {}\n{errors}\nserver:\n{server}",
-        observed["crashed"]
-    );
-    observed
+fn finish(served: &Served, child: Child, stdout: Lines, stderr: Lines) -> Value {
+    observations(child, stdout, stderr, &served.stderr())
 }
 
 /// `toolgate ARGS --json` in the project (a process of its own, on the
