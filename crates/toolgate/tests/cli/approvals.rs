@@ -537,3 +537,72 @@ fn audit_follow_prints_each_new_record_as_it_is_appended() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A person's yes for five calls, and twelve separate `toolgate call`
+/// processes asking the same question at once: exactly five run, on the
+/// SQLite file and on PostgreSQL (`TOOLGATE_TEST_POSTGRES_URL`, which
+/// scripts/test sets), whose spend is one conditional UPDATE.
+#[test]
+fn a_five_use_grant_runs_exactly_five_of_twelve_toolgate_processes() {
+    let postgres = std::env::var("TOOLGATE_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "TOOLGATE_TEST_POSTGRES_URL is not set: run scripts/test, which starts a throwaway \
+             PostgreSQL, or point it at a server of your own"
+        )
+    });
+    for store in [None, Some(postgres.as_str())] {
+        let s = Sandbox::new();
+        user_config(
+            &s,
+            "[[rules]]\npattern = \"demo_echo\"\naction = \"ask\"\n\n[approvals]\nwait = \"0s\"\n",
+        );
+        let env: Vec<(&str, &str)> = store
+            .map(|u| ("TOOLGATE_STORE_URL", u))
+            .into_iter()
+            .collect();
+        // A question of this run only: the PostgreSQL store is shared.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let text = format!("spend-{}-{nanos}", std::process::id());
+        let args = json!({ "text": text }).to_string();
+        let call = ["--demo", "call", "demo_echo", args.as_str()];
+        let o = s.run_in(&s.project(), &call, &env);
+        assert_eq!(o.status.code(), Some(5), "{store:?}: {}", stderr(&o));
+        let o = s.run_in(&s.project(), &["approvals", "list", "--json"], &env);
+        assert!(o.status.success(), "{store:?}: {}", stderr(&o));
+        let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let id = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["arguments"]["text"] == text.as_str())
+            .and_then(|r| r["id"].as_str())
+            .unwrap_or_else(|| panic!("{store:?}: no request for {text}: {listed}"))
+            .to_owned();
+        let o = s.run_in(
+            &s.project(),
+            &["approvals", "approve", &id, "--uses", "5"],
+            &env,
+        );
+        assert!(o.status.success(), "{store:?}: {}", stderr(&o));
+        let children: Vec<_> = (0..12)
+            .map(|_| {
+                let mut cmd = common::toolgate(s.dir.path(), &s.project());
+                cmd.args(call).envs(env.iter().copied());
+                cmd.stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let codes: Vec<Option<i32>> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap().status.code())
+            .collect();
+        let ran = codes.iter().filter(|c| **c == Some(0)).count();
+        let asked = codes.iter().filter(|c| **c == Some(5)).count();
+        assert_eq!((ran, asked), (5, 7), "{store:?}: {codes:?}");
+    }
+}
