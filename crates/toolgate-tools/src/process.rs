@@ -17,6 +17,7 @@
 //! lifeline (see `toolgate_sandbox::runner`) and to the next start.
 
 mod budget;
+mod control;
 mod dirs;
 mod host;
 mod log;
@@ -40,9 +41,8 @@ use crate::facts_schema;
 use crate::fs::{Fs, workspace_error};
 
 pub use self::budget::{DEFAULT_LOGS_TOTAL_BYTES, LogBudget};
-pub use self::tools::{
-    ProcessKillTool, ProcessListTool, ProcessReadTool, ProcessStartTool, ProcessWriteTool,
-};
+pub use self::control::{ProcessKillTool, ProcessWriteTool};
+pub use self::tools::{ProcessListTool, ProcessReadTool, ProcessStartTool};
 
 /// Bounds of the background processes of one agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
