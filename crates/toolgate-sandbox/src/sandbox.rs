@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,18 +9,18 @@ use std::time::Duration;
 use serde::Serialize;
 
 mod cleanup;
+mod environment;
 mod git_config;
 mod journal;
 mod network;
 mod new_repos;
 
 use cleanup::Audit;
+use environment::env_pipe;
 use journal::Journal;
 pub use network::EgressSetup;
-use network::{RunningProxy, egress_for, is_proxy_variable, proxy_environment};
+use network::{RunningProxy, egress_for};
 use new_repos::{RecordingHost, RepoWatch};
-
-use toolgate_core::command_env;
 
 use crate::egress::EgressRules;
 use crate::plan::{BwrapPlan, EGRESS_SOCKET_PATH, PlanError, PlanFiles, RealHost};
@@ -30,7 +28,7 @@ use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cach
 use crate::proxy::{EventSink, Resolver};
 use crate::runner::{self, Attach, ExecOutcome, ExecRequest, ResourceLimits, RunnerError, Stream};
 use crate::spec::{NetworkMode, SandboxSpec};
-use crate::stage2::{Stage2Args, encode_env};
+use crate::stage2::Stage2Args;
 
 /// Variables a sandboxed command gets from the host by default.
 pub const DEFAULT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
@@ -440,98 +438,6 @@ impl Sandbox {
         })
     }
 
-    /// The command's environment: the defaults and the named host
-    /// variables, then the explicit values.
-    fn environment(
-        &self,
-        spec: &SandboxSpec,
-        command: &SandboxCommand,
-    ) -> Vec<(OsString, OsString)> {
-        let mut env: BTreeMap<String, String> = BTreeMap::new();
-        let names = DEFAULT_ENV
-            .iter()
-            .copied()
-            .chain(command.pass_env.iter().map(String::as_str));
-        for name in names {
-            // Proxy settings (and the credentials they often embed) are the
-            // egress proxy's business, never the command's.
-            if is_proxy_variable(name) {
-                continue;
-            }
-            if let Some(value) = self.host_env.get(name) {
-                env.insert(name.to_owned(), value.clone());
-            }
-        }
-        // HOME and TMPDIR must be places the command can use.
-        let home_usable = env.get("HOME").is_some_and(|h| {
-            spec.writable_roots
-                .iter()
-                .any(|r| Path::new(h).starts_with(r))
-        });
-        if !home_usable && self.backend != Backend::None {
-            env.insert("HOME".into(), "/tmp".into());
-        }
-        if self.backend == Backend::Bwrap {
-            env.insert("TMPDIR".into(), "/tmp".into());
-        }
-        for (name, value) in &command.set_env {
-            env.insert(name.clone(), value.clone());
-        }
-        // Whoever set PATH (the host, the call's `env`): an empty or
-        // relative entry (`/usr/bin:`, `.`) searches the command's working
-        // directory, a workspace the agent writes, and an entry inside a
-        // root or a scratch directory is a place it writes too. A planted
-        // `ls` there would answer to the bare name `ls`, which a command
-        // allowlist means as the system's program.
-        let path = env
-            .get("PATH")
-            .map(|path| system_path_entries(path, |dir| self.command_writes(spec, dir)))
-            .filter(|path| !path.is_empty());
-        env.insert("PATH".into(), path.unwrap_or_else(|| FALLBACK_PATH.into()));
-        if spec.network == NetworkMode::Proxy {
-            // The forwarder's ports are the only way out: nothing may point
-            // the command elsewhere, not even an explicit value.
-            env.retain(|name, _| !is_proxy_variable(name));
-            let rules = self.egress.as_ref().map(EgressSetup::rules);
-            env.extend(proxy_environment(
-                env.get("PATH").map(String::as_str),
-                rules,
-            ));
-        }
-        env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
-    }
-
-    /// Refuses names and values that would smuggle extra variables through
-    /// the `NAME=VALUE\0` encoding, and variables that change what runs
-    /// (`BASH_ENV`, `LD_PRELOAD`, `GIT_CONFIG_*` ...; see
-    /// [`toolgate_core::command_env`]), set or passed from the host: with
-    /// them a command runs code no word of it names, around the command
-    /// policy. The tools refuse them first with a friendlier message; this
-    /// is the check no caller can skip.
-    fn check_environment(command: &SandboxCommand) -> Result<(), SandboxError> {
-        for (name, value) in &command.set_env {
-            if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
-                return Err(SandboxError::Setup(format!(
-                    "environment variable {name:?}: names must be non-empty without `=` or NUL, values without NUL"
-                )));
-            }
-        }
-        let names = command
-            .set_env
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .chain(command.pass_env.iter().map(String::as_str));
-        let refused = command_env::refused_variables(names);
-        if !refused.is_empty() {
-            return Err(SandboxError::Setup(format!(
-                "refused environment variables: {}; they change which program runs, so no \
-                 command gets them",
-                command_env::describe_refused(&refused)
-            )));
-        }
-        Ok(())
-    }
-
     /// The argv that would run `argv` confined by `spec` (bubblewrap's, or
     /// stage 2's for the landlock backend), for display: it holds paths and
     /// flags only, never an environment value.
@@ -637,17 +543,6 @@ const LIFELINE_FD: i32 = 4;
 /// Directories every sandboxed command may write, whatever its roots.
 const SCRATCH_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
-/// The entries of a `PATH` value a command cannot plant programs in, in
-/// order: empty and relative entries (which name the working directory) and
-/// those `writable` says the command can write are dropped.
-fn system_path_entries(path: &str, writable: impl Fn(&Path) -> bool) -> String {
-    let entries: Vec<&str> = path
-        .split(':')
-        .filter(|e| e.starts_with('/') && !writable(Path::new(e)))
-        .collect();
-    entries.join(":")
-}
-
 fn writable_paths(spec: &SandboxSpec, tmp: &Path) -> Vec<PathBuf> {
     let mut write = spec.writable_roots.clone();
     write.push(tmp.to_owned());
@@ -676,25 +571,6 @@ fn request(
         request = request.stdin(stdin.clone());
     }
     request
-}
-
-/// A pipe holding the environment; the read end goes to stage 2. The values
-/// travel through it so they never appear in any argv.
-fn env_pipe(env: &[(OsString, OsString)]) -> Result<OwnedFd, SandboxError> {
-    let bytes = encode_env(env);
-    let (read, write) = std::io::pipe().map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
-    if bytes.len() > 60 * 1024 {
-        return Err(SandboxError::Setup(
-            "the environment is larger than 60 KiB".into(),
-        ));
-    }
-    // Fits in the pipe buffer, so this never blocks.
-    let mut write = write;
-    write
-        .write_all(&bytes)
-        .map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
-    drop(write);
-    Ok(OwnedFd::from(read))
 }
 
 fn write_empty_readonly(path: &Path) -> Result<(), SandboxError> {
@@ -751,6 +627,7 @@ impl Drop for TempDir {
 
 #[cfg(test)]
 mod tests {
+    use super::environment::system_path_entries;
     use super::*;
     use pretty_assertions::assert_eq;
 
