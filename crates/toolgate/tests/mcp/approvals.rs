@@ -92,6 +92,25 @@ pub(super) fn observations(mut child: Child, stdout: Lines, stderr: Lines, serve
     observed
 }
 
+/// The scenario's first call went through with the approved text, and the
+/// wait was reported while it lasted, naming the request `id`.
+pub(super) fn went_through_after_waiting(observed: &Value, id: &str) {
+    let first = &observed["results"][0];
+    assert_eq!(
+        (&first["result"]["is_error"], &first["result"]["text"]),
+        (&json!(false), &json!("approved words")),
+        "{observed}"
+    );
+    let waiting = format!("waiting for approval {id}");
+    let events = first["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["message"].as_str().unwrap_or_default().contains(&waiting)),
+        "{observed}"
+    );
+}
+
 /// `toolgate approvals ARGS --json` in the project: its JSON.
 fn approvals(p: &Project, args: &[&str]) -> Value {
     let o = p
@@ -157,21 +176,7 @@ fn a_waiting_call_goes_through_once_another_process_approves_it() {
     );
 
     let observed = finish(child, stdout, stderr);
-    let first = &observed["results"][0];
-    assert_eq!(
-        (&first["result"]["is_error"], &first["result"]["text"]),
-        (&json!(false), &json!("approved words")),
-        "{observed}"
-    );
-    // The wait was reported while it lasted, naming the request.
-    let waiting = format!("waiting for approval {id}");
-    let events = first["events"].as_array().unwrap();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["message"].as_str().unwrap_or_default().contains(&waiting)),
-        "{observed}"
-    );
+    went_through_after_waiting(&observed, &id);
     // The one use is spent: the grant says so.
     let shown = approvals(&p, &["show", &id]);
     assert_eq!(shown["request"]["state"], "approved", "{shown}");

@@ -8,7 +8,7 @@ use std::process::Child;
 
 use pretty_assertions::assert_eq;
 
-use super::approvals::{observations, spawn_client};
+use super::approvals::{observations, spawn_client, went_through_after_waiting};
 use super::*;
 use crate::common::Served;
 
@@ -187,21 +187,7 @@ fn over_http_a_waiting_call_goes_through_once_another_process_approves_it() {
     );
 
     let observed = finish(&served, child, stdout, stderr);
-    let first = &observed["results"][0];
-    assert_eq!(
-        (&first["result"]["is_error"], &first["result"]["text"]),
-        (&json!(false), &json!("approved words")),
-        "{observed}"
-    );
-    // The wait was reported on the call's own stream while it lasted.
-    let waiting = format!("waiting for approval {id}");
-    let events = first["events"].as_array().unwrap();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["message"].as_str().unwrap_or_default().contains(&waiting)),
-        "{observed}"
-    );
+    went_through_after_waiting(&observed, &id);
     let shown = json_of(&p, &["approvals", "show", &id]);
     assert_eq!(
         (
