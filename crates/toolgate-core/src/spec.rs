@@ -66,6 +66,11 @@ pub struct ToolSpec {
     pub command_args: Vec<String>,
     /// Where the tool comes from.
     pub origin: ToolOrigin,
+    /// What the tool's origin declares about itself (an MCP server's title
+    /// and annotations such as `readOnlyHint`): shown to people, never read
+    /// by policy, since nothing a server says can be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Value>,
 }
 
 impl ToolSpec {
@@ -89,6 +94,7 @@ impl ToolSpec {
             path_args: Vec::new(),
             command_args: Vec::new(),
             origin: ToolOrigin::Native,
+            declared: None,
         }
     }
 
@@ -155,6 +161,13 @@ impl ToolSpec {
         self.origin = ToolOrigin::Mcp {
             server: server.into(),
         };
+        self
+    }
+
+    /// Records what the tool's origin declares about itself (see
+    /// [`ToolSpec::declared`]).
+    pub fn declared(mut self, declared: Value) -> Self {
+        self.declared = Some(declared);
         self
     }
 

@@ -14,13 +14,15 @@
 //! shape) gets the JSON-RPC error for it instead of silence, and the
 //! session goes on: see `incoming`.
 //!
-//! It is not an MCP client: tools of external servers are another crate's job.
+//! It is also the MCP client side: [`gateway`] connects external MCP
+//! servers and turns their tools into governed toolgate tools.
 //!
 //! Client roots narrow the operator's roots and never widen them: see
 //! [`narrow_roots`].
 
 mod convert;
 mod elicit;
+pub mod gateway;
 mod http;
 mod incoming;
 pub mod resolve;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toolgate_core::{EffectClass, InputMode, ToolPreset};
+use toolgate_mcp::gateway::ServerConfig;
 use toolgate_policy::command::ParseFallback;
 use toolgate_policy::{PermissionRule, Policy, PolicyPreset, ResourcePolicy};
 use toolgate_sandbox::egress::{EgressMode, NetworkPolicy};
@@ -24,6 +25,7 @@ pub mod approvals;
 mod environment;
 mod layers;
 pub mod limits;
+pub mod mcp_servers;
 mod project;
 pub mod trust;
 mod untrusted;
@@ -83,6 +85,11 @@ pub struct ConfigFile {
     pub approvals: Option<ApprovalsSection>,
     /// Who the agent is.
     pub identity: Option<IdentitySection>,
+    /// External MCP servers whose tools toolgate governs.
+    pub mcp_servers: Option<Vec<ServerConfig>>,
+    /// Above this many external tools they are found with `mcp_find_tools`
+    /// instead of listed (0: always).
+    pub mcp_defer_threshold: Option<usize>,
 }
 
 /// `[serve]`: MCP over Streamable HTTP.
@@ -263,6 +270,10 @@ pub struct Settings {
     pub agent: Option<String>,
     /// Only these tools are active (`toolgate mcp --tools`).
     pub only_tools: Option<Vec<String>>,
+    /// External MCP servers (`[[mcp_servers]]`, `TOOLGATE_MCP_SERVERS`).
+    pub mcp_servers: Vec<ServerConfig>,
+    /// `mcp_defer_threshold` (default 10; 0: always defer).
+    pub mcp_defer_threshold: usize,
     /// What of the configuration is not applied, one line each.
     pub notes: Vec<String>,
     /// What the user must hear at every start: settings of an untrusted
@@ -380,6 +391,7 @@ pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, Config
     let mut layers: Vec<(ConfigFile, PathBuf)> = Vec::new();
     if let Some(path) = env.user_config().filter(|p| p.is_file()) {
         let file = read_file(&path)?;
+        mcp_servers::check_secret_mode(file.mcp_servers.as_deref().unwrap_or_default(), &path)?;
         let file = absolute_store(file, &path);
         sources.files.push(path.clone());
         layers.push((file, path));
@@ -398,6 +410,7 @@ pub fn load(env: &Environment, overrides: &Overrides) -> Result<Settings, Config
         })?;
         let text = String::from_utf8_lossy(&bytes);
         let mut file = parse(&text, &path)?;
+        mcp_servers::check_secret_mode(file.mcp_servers.as_deref().unwrap_or_default(), &path)?;
         if !chosen {
             let status = project_trust(env, &path, &bytes, &file);
             if status != Ok(TrustStatus::Trusted) {
@@ -461,6 +474,15 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                 let low = lower.file;
                 let mut rules = low.rules;
                 rules.extend(file.rules);
+                // Servers add up, the user's first; a name used twice is
+                // refused when they are checked.
+                let mcp_servers = match (low.mcp_servers, file.mcp_servers) {
+                    (Some(mut low), Some(high)) => {
+                        low.extend(high);
+                        Some(low)
+                    }
+                    (low, high) => high.or(low),
+                };
                 Merged {
                     file: ConfigFile {
                         preset: file.preset.or(low.preset),
@@ -482,6 +504,8 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         store: file.store.or(low.store),
                         approvals: file.approvals.or(low.approvals),
                         identity: file.identity.or(low.identity),
+                        mcp_servers,
+                        mcp_defer_threshold: file.mcp_defer_threshold.or(low.mcp_defer_threshold),
                     },
                     base_dir,
                     origin: path,
@@ -632,7 +656,13 @@ fn resolve(
             message,
         }
     })?;
+    let mcp_servers =
+        mcp_servers::resolve(file.mcp_servers.clone().unwrap_or_default(), env, &origin)?;
     Ok(Settings {
+        mcp_servers,
+        mcp_defer_threshold: file
+            .mcp_defer_threshold
+            .unwrap_or(mcp_servers::DEFAULT_DEFER_THRESHOLD),
         preset,
         policy_preset,
         policy,

@@ -4,6 +4,7 @@ mod approvals;
 mod audit;
 mod config;
 mod demo;
+mod gateway;
 mod mcp;
 mod render;
 mod resolve;
@@ -183,6 +184,12 @@ enum Command {
         #[command(flatten)]
         args: audit::AuditArgs,
     },
+    /// The external MCP servers of the configuration: list (state,
+    /// transport, tool count, last error) and test NAME.
+    McpServers {
+        #[command(subcommand)]
+        command: gateway::McpServersCommand,
+    },
     /// Print the system prompt: AGENTS.md, SOUL.md, TOOLS.md (the active
     /// tools) and the runtime facts.
     Prompt {
@@ -314,6 +321,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         // The store alone: no workspace, no tools.
         Command::Approvals { command } => return approvals::run(command, &settings, &env),
         Command::Audit { command, args } => return audit::run(command, args, &settings),
+        Command::McpServers { command } => return gateway::run(command, &settings, &env),
         other => other,
     };
     // `call` opens the store first: an unreachable one stops it here.
@@ -325,9 +333,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config::protect_store_files(&mut settings);
             (Some(runtime), Some(gate))
         }
+        Command::Tools { .. } | Command::Policy { .. } | Command::Prompt { .. } => {
+            (Some(runtime()?), None)
+        }
         _ => (None, None),
     };
-    let executor = executor(&settings, &env, cli.demo, gate.as_ref())?;
+    // The external servers' tools, for the commands that show or run tools.
+    let servers = match &call_runtime {
+        Some(runtime) => runtime.block_on(gateway::configured(&settings, &env))?,
+        None => toolgate_mcp::gateway::Gateway::empty(),
+    };
+    let executor = executor(&settings, &env, cli.demo, gate.as_ref(), &servers)?;
     // The policy resolves relative paths where the tools do.
     let cwd = sandbox::working_dir(&settings, &env);
     let agent = settings.agent.clone().unwrap_or_else(|| "cli".to_owned());
@@ -338,6 +354,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         | Command::Resolve { .. }
         | Command::Approvals { .. }
         | Command::Audit { .. }
+        | Command::McpServers { .. }
         | Command::Trust { .. } => {
             unreachable!("handled above")
         }
@@ -400,7 +417,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let result = runtime.block_on(executor.call(&tool, args, &ctx));
             render::call_result(&tool, result, json)
         }
-        Command::Prompt { json, session } => prompt(&executor, &settings, &env, json, session),
+        Command::Prompt { json, session } => {
+            prompt(&executor, &settings, &env, json, session, call_runtime)
+        }
     }
 }
 
@@ -418,11 +437,13 @@ fn executor(
     env: &Environment,
     demo: bool,
     gate: Option<&store::Gate>,
+    servers: &toolgate_mcp::gateway::Gateway,
 ) -> Result<Executor> {
     let mut registry = builtin_tools(settings, env)?;
     if demo {
         demo::register(&mut registry)?;
     }
+    servers.register_into(&mut registry, false)?;
     let mut builder = Executor::builder(registry)
         .policy(settings.policy.clone())
         .input_mode(settings.input_mode);
@@ -454,6 +475,7 @@ fn prompt(
     env: &Environment,
     json: bool,
     session: Option<String>,
+    runtime: Option<tokio::runtime::Runtime>,
 ) -> Result<ExitCode> {
     use toolgate_tools::prompt::{PromptOptions, assemble};
     sandbox::starting(settings, env)?;
@@ -462,7 +484,11 @@ fn prompt(
     if let Some(id) = session {
         options = options.session_id(id);
     }
-    let prompt = runtime()?.block_on(assemble(executor, workspace.as_ref(), &options))?;
+    let runtime = match runtime {
+        Some(runtime) => runtime,
+        None => crate::runtime()?,
+    };
+    let prompt = runtime.block_on(assemble(executor, workspace.as_ref(), &options))?;
     let mut out = std::io::stdout().lock();
     if json {
         let mut value = serde_json::to_value(&prompt)?;

@@ -22,6 +22,9 @@ struct ConfiguredScopes {
     notices: Vec<String>,
     /// Approvals and audit over the store, shared by every scope.
     gate: crate::store::Gate,
+    /// The external MCP servers, connected once and shared by every scope:
+    /// one process per stdio server, not one per client.
+    servers: Arc<toolgate_mcp::gateway::Gateway>,
 }
 
 impl ScopeSource for ConfiguredScopes {
@@ -33,7 +36,7 @@ impl ScopeSource for ConfiguredScopes {
         let mut settings = self.settings.clone();
         settings.roots = roots.to_vec();
         let env = &self.env;
-        let executor = crate::executor(&settings, env, self.demo, Some(&self.gate))
+        let executor = crate::executor(&settings, env, self.demo, Some(&self.gate), &self.servers)
             .map_err(|e| format!("{e:#}"))?;
         Ok(Scope {
             executor,
@@ -119,6 +122,8 @@ async fn server(mut settings: Settings, env: Environment, demo: bool) -> Result<
     }
     // Said on stderr at start already; the client hears it too.
     notices.extend(settings.warnings.iter().map(|w| format!("warning: {w}")));
+    let servers = crate::gateway::configured(&settings, &env).await?;
+    notices.extend(servers.warnings().iter().map(|w| format!("warning: {w}")));
     let agent = settings.agent.clone();
     let scopes = ConfiguredScopes {
         settings,
@@ -126,6 +131,7 @@ async fn server(mut settings: Settings, env: Environment, demo: bool) -> Result<
         demo,
         notices,
         gate,
+        servers: Arc::new(servers),
     };
     let server = McpServer::new(Arc::new(scopes)).map_err(anyhow::Error::msg)?;
     Ok(match agent {

@@ -97,10 +97,21 @@ pub fn tools(executor: &Executor, settings: &Settings, as_json: bool) -> Result<
         .filter(|s| s.access == Access::Active && !s.deferred)
         .count();
     writeln!(out, "{active} of {} tools active", statuses.len())?;
+    for server in settings.mcp_servers.iter().filter(|s| s.unconfined()) {
+        writeln!(
+            out,
+            "MCP server `{}` runs UNCONFINED, with toolgate's privileges (give it \
+             `sandbox = {{ roots = [...] }}` to confine it)",
+            server.name
+        )?;
+    }
     Ok(())
 }
 
-fn write_table<const N: usize>(out: &mut impl Write, rows: &[[String; N]]) -> Result<()> {
+pub(crate) fn write_table<const N: usize>(
+    out: &mut impl Write,
+    rows: &[[String; N]],
+) -> Result<()> {
     let mut widths = [0usize; N];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -142,6 +153,11 @@ pub fn doctor(
             "error": backend.as_ref().err().map(|e| e.to_string()),
             "weakening": backend.as_ref().ok().and_then(|b| probe.weakening(*b)),
             "limits": settings.limits.mechanisms(),
+            "mcp_servers": settings.mcp_servers.iter().map(|s| json!({
+                "name": s.name,
+                "transport": s.kind(),
+                "unconfined": s.unconfined(),
+            })).collect::<Vec<_>>(),
             "store": match &store {
                 Ok(backend) => json!({"ok": true, "backend": backend, "at": settings.store.shown()}),
                 Err(error) => json!({"ok": false, "at": settings.store.shown(), "error": error}),
@@ -198,6 +214,7 @@ pub fn doctor(
             backend.clone().ok(),
         ));
         rows.extend(limits::rows(&settings.limits));
+        rows.extend(crate::gateway::doctor_rows(settings));
         let smoke_line = match &smoke {
             Ok(report) => report.clone(),
             Err(error) => format!("FAILED: {error}"),

@@ -17,7 +17,7 @@
 //! - the sandbox backend at least as strong (none < landlock < auto <
 //!   bwrap), `require_bwrap` added, the network no wider (host only where
 //!   the user has host, a proxy allowlist within the user's);
-//! - never from an untrusted file: `elevated`, host variables (`pass_env`)
+//! - never from an untrusted file: `[[mcp_servers]]`, `elevated`, host variables (`pass_env`)
 //!   the user does not pass, path allows, `defaults = false`, allow rules,
 //!   other root aliases, an output directory, a sandbox-runtime settings
 //!   file, the serve token, accepted hosts and remote serving.
@@ -145,6 +145,20 @@ pub fn restrict(project: ConfigFile, base: &ConfigFile) -> Restricted {
         file.approvals = Some(section);
     }
     super::approvals::restrict_store_and_identity(project.store, project.identity, &mut ignored);
+    for server in project.mcp_servers.unwrap_or_default() {
+        ignored.push(format!(
+            "the MCP server `{}` ([[mcp_servers]]: a server is a program toolgate starts or a \
+             host it sends requests to)",
+            server.name
+        ));
+    }
+    // Deferring more tools takes nothing away.
+    file.mcp_defer_threshold = match (project.mcp_defer_threshold, base.mcp_defer_threshold) {
+        (Some(project), own) => {
+            Some(project.min(own.unwrap_or(super::mcp_servers::DEFAULT_DEFER_THRESHOLD)))
+        }
+        (None, _) => None,
+    };
     Restricted {
         file,
         narrow_to,
