@@ -7,9 +7,9 @@ use serde_json::Value;
 use crate::effect::{EffectClass, Idempotency};
 use crate::registry::ToolRegistrationError;
 
-/// Where a tool comes from. Policy treats the origins differently: tools of
-/// external MCP servers cannot be enumerated in advance, so access lists do not
-/// need to name them (the effect-class cap still applies).
+/// Where a tool comes from. Tools of external MCP servers are all in
+/// `group:mcp` for access lists and rules, and nothing they declare about
+/// themselves is trusted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 #[non_exhaustive]

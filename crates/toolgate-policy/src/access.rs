@@ -68,10 +68,10 @@ impl AccessPolicy {
                 ),
             };
         }
-        let listed = self.allow.is_empty()
-            || named_exactly
-            || spec.is_mcp()
-            || self.allow.iter().any(|e| names(e, spec));
+        // An allow list names external tools like any other (by exact
+        // name or `group:mcp`): one that names none leaves them all out.
+        let listed =
+            self.allow.is_empty() || named_exactly || self.allow.iter().any(|e| names(e, spec));
         if !listed {
             return Access::Inactive {
                 reason: "not in the access policy's allow list".to_owned(),

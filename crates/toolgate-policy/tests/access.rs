@@ -78,7 +78,7 @@ fn a_policy_without_a_policy_carries_the_standard_cap() {
 }
 
 #[test]
-fn lists_groups_exact_names_and_the_mcp_carve_out() {
+fn lists_groups_exact_names_and_the_mcp_group() {
     let readonly = Some(EffectClass::Read);
     let p = |allow: &[&str], deny: &[&str], cap: Option<EffectClass>| AccessPolicy {
         allow: allow.iter().map(|s| s.to_string()).collect(),
@@ -134,9 +134,19 @@ fn lists_groups_exact_names_and_the_mcp_carve_out() {
             &wipe,
             "denied by the access policy entry `group:runtime`".into(),
         ),
-        // MCP tools need not be listed, but stay under the cap.
-        (p(&["read"], &[], None), &mcp_wipe, "active".into()),
-        (p(&["read"], &[], readonly), &mcp_read, "active".into()),
+        // An allow list names MCP tools like any other: by exact name or
+        // group:mcp; one that names none leaves them out.
+        (
+            p(&["read"], &[], None),
+            &mcp_wipe,
+            "not in the access policy's allow list".into(),
+        ),
+        (
+            p(&["read", "group:mcp"], &[], None),
+            &mcp_wipe,
+            "active".into(),
+        ),
+        (p(&["group:mcp"], &[], readonly), &mcp_read, "active".into()),
         (
             p(&["read"], &[], readonly),
             &mcp_wipe,

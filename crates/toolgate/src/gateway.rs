@@ -45,6 +45,13 @@ pub async fn connect(
         .active()
         .map(|t| t.spec().name.clone())
         .collect();
+    for server in &servers {
+        if let Some(confinement) = crate::sandbox::server_confinement(settings, env, server)? {
+            options
+                .confinements
+                .insert(server.name.clone(), confinement);
+        }
+    }
     let gateway = Gateway::connect(servers, options).await;
     for warning in gateway.warnings() {
         eprintln!("toolgate: warning: {warning}");

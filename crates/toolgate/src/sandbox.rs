@@ -55,6 +55,75 @@ fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
     Ok(Sandbox::new(config)?)
 }
 
+/// The sandbox of a stdio MCP server with `sandbox = {...}`: a sandbox of
+/// its own, whose egress allowlist is the server's (`network.allow`; none:
+/// no network), its roots writable, its `read_only` paths visible, and
+/// nothing else of the host but the system directories. `None` for a
+/// server without `sandbox` (it runs unconfined, which every listing says).
+pub fn server_confinement(
+    settings: &Settings,
+    env: &Environment,
+    server: &toolgate_mcp::gateway::ServerConfig,
+) -> Result<Option<toolgate_mcp::gateway::Confinement>> {
+    use toolgate_mcp::gateway::{Confinement, Transport};
+    let Transport::Stdio(stdio) = &server.transport else {
+        return Ok(None);
+    };
+    let Some(wanted) = &stdio.sandbox else {
+        return Ok(None);
+    };
+    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
+    let mut config = SandboxConfig::new(exe, env.state_dir())
+        .backend(settings.backend)
+        .stage2_prefix([STAGE2_COMMAND])
+        .limits(settings.limits.clone());
+    let allow = wanted
+        .network
+        .as_ref()
+        .map(|n| n.allow.clone())
+        .unwrap_or_default();
+    let network = if allow.is_empty() {
+        NetworkMode::None
+    } else {
+        let rules = toolgate_sandbox::egress::EgressRules::new(&allow, &[] as &[String])
+            .with_context(|| format!("MCP server `{}`: sandbox.network.allow", server.name))?;
+        let name = server.name.clone();
+        let records: toolgate_sandbox::proxy::EventSink = Arc::new(move |r: ConnectionRecord| {
+            if !r.allowed {
+                eprintln!(
+                    "toolgate: MCP server `{name}`: egress refused: {}:{} ({})",
+                    r.host, r.port, r.reason
+                );
+            }
+        });
+        config = config.egress(rules, Arc::new(SystemResolver), records);
+        NetworkMode::Proxy
+    };
+    let sandbox = Sandbox::new(config)
+        .with_context(|| format!("MCP server `{}`: cannot set up its sandbox", server.name))?;
+    let mut spec = SandboxSpec::default().network(network);
+    for root in &wanted.roots {
+        let root = std::fs::canonicalize(root).with_context(|| {
+            format!(
+                "MCP server `{}`: sandbox root {} does not exist",
+                server.name,
+                root.display()
+            )
+        })?;
+        spec.writable_roots.push(root);
+    }
+    spec.read_only_paths.clone_from(&wanted.read_only);
+    spec.cwd = spec
+        .writable_roots
+        .first()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("/"));
+    Ok(Some(Confinement::Sandboxed {
+        sandbox: Arc::new(sandbox),
+        spec,
+    }))
+}
+
 /// The network mode `[network]` gives sandboxed commands.
 pub fn network_mode(settings: &Settings) -> NetworkMode {
     match &settings.network {

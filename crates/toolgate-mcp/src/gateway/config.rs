@@ -258,6 +258,10 @@ pub struct ServerSandbox {
     /// Directories the server may read and write (absolute).
     #[serde(default)]
     pub roots: Vec<PathBuf>,
+    /// Directories or files it may read but not change, such as its own
+    /// installation outside the system directories (absolute).
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
     /// Hosts it may reach through the egress proxy; absent: no network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<ServerNetwork>,
@@ -392,11 +396,15 @@ pub fn check_servers(servers: &[ServerConfig]) -> Result<(), ConfigError> {
                     return Err(invalid("`command` is empty".to_owned()));
                 }
                 if let Some(sandbox) = &stdio.sandbox
-                    && let Some(root) = sandbox.roots.iter().find(|r| !r.is_absolute())
+                    && let Some(path) = sandbox
+                        .roots
+                        .iter()
+                        .chain(&sandbox.read_only)
+                        .find(|r| !r.is_absolute())
                 {
                     return Err(invalid(format!(
-                        "sandbox root `{}` is not an absolute path",
-                        root.display()
+                        "sandbox path `{}` is not an absolute path",
+                        path.display()
                     )));
                 }
             }

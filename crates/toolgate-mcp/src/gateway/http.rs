@@ -227,29 +227,50 @@ pub fn transport(
 /// a Streamable HTTP POST is most often an old HTTP+SSE server.
 pub fn explain_initialize_error(server: &HttpServer, error: &impl std::fmt::Display) -> String {
     let text = error.to_string();
-    let sse_hint = server.url.trim_end_matches('/').ends_with("/sse")
-        || [
-            "405",
-            "404",
-            "Method Not Allowed",
-            "Unexpected content type",
-            "text/event-stream",
-        ]
-        .iter()
-        .any(|needle| text.contains(needle));
-    if sse_hint {
+    // The transport's error carries its type names and the response body
+    // (often an HTML page): keep the status line, which says it all.
+    let status = text.find("HTTP ").and_then(|at| {
+        let rest = &text[at + 5..];
+        let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (code.len() == 3).then(|| {
+            let reason: String = rest[3..]
+                .chars()
+                .take_while(|c| *c != ':' && *c != '\n' && *c != ',')
+                .collect();
+            format!("HTTP {code}{}", reason.trim_end())
+        })
+    });
+    let refused_post = status
+        .as_deref()
+        .is_some_and(|s| s.starts_with("HTTP 404") || s.starts_with("HTTP 405"))
+        || text.contains("Unexpected content type");
+    let detail = status.unwrap_or_else(|| one_line(&text));
+    if refused_post {
         format!(
-            "initialize over Streamable HTTP failed ({text}): the server at {} does not speak the \
-             Streamable HTTP transport; if it speaks only the old HTTP+SSE transport, which \
-             toolgate does not support, point `url` at its Streamable HTTP endpoint (often /mcp)",
+            "initialize over Streamable HTTP failed ({detail} to a POST at {}): the server does \
+             not speak the Streamable HTTP transport; a server that speaks only the old \
+             HTTP+SSE transport is not supported: point `url` at its Streamable HTTP endpoint \
+             (often /mcp)",
             server.url
         )
     } else {
         format!(
-            "initialize over Streamable HTTP at {} failed: {text}",
+            "initialize over Streamable HTTP at {} failed: {detail}",
             server.url
         )
     }
+}
+
+/// The first 300 characters of `text` on one line, without the transport's
+/// type names.
+fn one_line(text: &str) -> String {
+    let text = text.rsplit_once("] error: ").map_or(text, |(_, rest)| rest);
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(300)
+        .collect()
 }
 
 /// Tokens of one client credentials grant: fetched on first use, kept until

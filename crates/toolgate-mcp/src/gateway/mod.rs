@@ -11,6 +11,7 @@
 
 pub mod config;
 mod http;
+pub mod pins;
 mod process;
 mod tool;
 mod upstream;
@@ -22,15 +23,19 @@ use serde::Serialize;
 use toolgate_core::{Registry, Tool, ToolRegistrationError};
 
 pub use config::{ConfigError, ServerConfig, Transport, check_servers};
+pub use pins::{PinVerdict, ToolDefinition, ToolPins};
 pub use process::Confinement;
 pub use tool::{Class, MAX_DESCRIPTION, McpTool, toolgate_name};
 pub use upstream::LinkState;
 use upstream::Upstream;
 
 /// How the gateway runs its servers.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct GatewayOptions {
+    /// Where tool definitions are pinned; `None`: no pinning (every
+    /// definition is taken as listed).
+    pub pins: Option<Arc<dyn ToolPins>>,
     /// The sandbox of each server that has one, by server name; the others
     /// run unconfined.
     pub confinements: BTreeMap<String, Confinement>,
@@ -93,11 +98,61 @@ impl Gateway {
             tools: Vec::new(),
             warnings: Vec::new(),
         };
-        gateway.collect_tools(&options.reserved);
+        let disabled = match &options.pins {
+            Some(pins) => gateway.check_pins(pins.as_ref()).await,
+            None => BTreeSet::new(),
+        };
+        gateway.collect_tools(&options.reserved, &disabled);
         gateway
     }
 
-    fn collect_tools(&mut self, reserved: &BTreeSet<String>) {
+    /// The (server, tool) pairs whose definitions are not trusted, each
+    /// with a warning saying why.
+    async fn check_pins(&mut self, pins: &dyn ToolPins) -> BTreeSet<(String, String)> {
+        let definitions: Vec<ToolDefinition> = self
+            .upstreams
+            .iter()
+            .filter(|u| !u.tools.is_empty())
+            .flat_map(|u| u.tools.iter().map(|t| ToolDefinition::of(u.name(), t)))
+            .collect();
+        let mut disabled = BTreeSet::new();
+        if definitions.is_empty() {
+            return disabled;
+        }
+        match pins.check(&definitions).await {
+            Ok(verdicts) => {
+                for (definition, verdict) in definitions.iter().zip(verdicts) {
+                    if let PinVerdict::Changed { .. } = verdict {
+                        self.warnings.push(format!(
+                            "tool `{}` of MCP server `{}` changed since it was pinned (its \
+                             description or schema is not what was approved); it is disabled \
+                             until a person reviews the change: run `toolgate mcp-servers review`",
+                            definition.tool, definition.server
+                        ));
+                        disabled.insert((definition.server.clone(), definition.tool.clone()));
+                    }
+                }
+            }
+            Err(error) => {
+                self.warnings.push(format!(
+                    "the pinned MCP tool definitions cannot be checked ({error}); every external \
+                     tool is disabled until they can"
+                ));
+                disabled.extend(
+                    definitions
+                        .iter()
+                        .map(|d| (d.server.clone(), d.tool.clone())),
+                );
+            }
+        }
+        disabled
+    }
+
+    fn collect_tools(
+        &mut self,
+        reserved: &BTreeSet<String>,
+        disabled: &BTreeSet<(String, String)>,
+    ) {
         // Which server's tool holds a name, to name both in a refusal.
         let mut taken: BTreeMap<String, (String, String)> = BTreeMap::new();
         for upstream in &self.upstreams {
@@ -110,6 +165,9 @@ impl Gateway {
                 continue;
             }
             for remote in &upstream.tools {
+                if disabled.contains(&(upstream.name().to_owned(), remote.name.to_string())) {
+                    continue;
+                }
                 let name = toolgate_name(upstream.name(), &remote.name);
                 if reserved.contains(&name) {
                     self.warnings.push(format!(

@@ -302,7 +302,11 @@ async fn connect(
                 }
                 end = &mut exited => {
                     let end = end.unwrap_or_else(|_| "ended".to_owned());
-                    return Err(format!("the server process {end} before it initialized"));
+                    return Err(if end.starts_with("could not") {
+                        format!("the server {end}")
+                    } else {
+                        format!("the server process {end} before it initialized")
+                    });
                 }
             };
             Ok(Connection {

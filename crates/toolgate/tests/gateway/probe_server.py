@@ -1,0 +1,90 @@
+"""A stdio MCP server with the standard library only, for the sandbox tests:
+it runs under the system Python (/usr/bin/python3), which a sandbox shows
+read-only like the rest of /usr, so nothing else has to be bound in.
+
+Usage: python3 probe_server.py
+
+Tools (each returns what happened as text, never raises):
+  read_file {path}         the file's text, or the error
+  write_file {path, text}  "wrote PATH", or the error
+  fetch {url}              the HTTP status and first bytes, or the error
+                           (through HTTP(S)_PROXY when the sandbox sets it)
+  pid {}                   this process's pid
+"""
+
+import json
+import os
+import sys
+import urllib.request
+
+TOOLS = [
+    {"name": "read_file", "description": "Reads a file.",
+     "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}},
+                     "required": ["path"]}},
+    {"name": "write_file", "description": "Writes a file.",
+     "inputSchema": {"type": "object", "properties": {"path": {"type": "string"},
+                                                      "text": {"type": "string"}},
+                     "required": ["path", "text"]}},
+    {"name": "fetch", "description": "Fetches a URL.",
+     "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}},
+                     "required": ["url"]}},
+    {"name": "pid", "description": "Its process id.",
+     "inputSchema": {"type": "object", "properties": {}}},
+]
+
+
+def run(name, args):
+    try:
+        if name == "read_file":
+            with open(args["path"], encoding="utf-8") as f:
+                return f.read()
+        if name == "write_file":
+            with open(args["path"], "w", encoding="utf-8") as f:
+                f.write(args["text"])
+            return "wrote " + args["path"]
+        if name == "fetch":
+            with urllib.request.urlopen(args["url"], timeout=10) as r:
+                return "status %d: %s" % (r.status, r.read(200).decode("utf-8", "replace"))
+        if name == "pid":
+            return str(os.getpid())
+        return "unknown tool " + name
+    except Exception as e:  # noqa: BLE001 - the error is the answer
+        return "error: %s: %s" % (type(e).__name__, e)
+
+
+def answer(request):
+    method = request.get("method")
+    if method == "initialize":
+        return {"protocolVersion": request["params"].get("protocolVersion", "2025-06-18"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "probe", "version": "1.0"}}
+    if method == "tools/list":
+        return {"tools": TOOLS}
+    if method == "tools/call":
+        params = request["params"]
+        text = run(params["name"], params.get("arguments") or {})
+        return {"content": [{"type": "text", "text": text}], "isError": False}
+    if method == "ping":
+        return {}
+    return None
+
+
+def main():
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        if "id" not in request:
+            continue
+        result = answer(request)
+        if result is None:
+            reply = {"jsonrpc": "2.0", "id": request["id"],
+                     "error": {"code": -32601, "message": "method not found"}}
+        else:
+            reply = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+//! stdio servers: their tools in `call`, `tools` and `mcp`; one process per
+//! server, none left behind; a dead server restarted.
+
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::stdio_client::{eventually, processes_with, unique};
+use crate::{Setup, everything, reference_server, stderr, stdout, text_of};
+
+#[test]
+fn an_external_tool_runs_through_toolgate_call_and_is_audited() {
+    let s = Setup::new().with_servers(json!([everything("everything", "x")]));
+    let result = s.json(&[
+        "call",
+        "mcp__everything__get-sum",
+        r#"{"a": 2, "b": 40}"#,
+        "--json",
+    ]);
+    assert_eq!(
+        (
+            &result["content"][0]["text"],
+            &result["decision"]["decision"]
+        ),
+        (&json!("The sum of 2 and 40 is 42."), &json!("allow"))
+    );
+    let audit = s.json(&["audit", "--json"]);
+    let rows = audit.as_array().unwrap();
+    assert!(
+        rows.iter().any(|r| r["tool"] == "mcp__everything__get-sum"),
+        "{audit:#}"
+    );
+}
+
+#[test]
+fn external_tools_are_listed_next_to_the_builtins_with_untrusted_classes() {
+    let s = Setup::new().with_servers(json!([everything("everything", "x")]));
+    let listed = s.json(&["tools", "--json"]);
+    let rows = listed.as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["name"] == name).cloned();
+    assert!(row("read").is_some(), "{listed:#}");
+    let echo = row("mcp__everything__echo").expect("echo is listed");
+    assert_eq!(
+        (&echo["effect_class"], &echo["idempotency"], &echo["group"]),
+        (
+            &json!("mutate-irreversible"),
+            &json!("at-most-once"),
+            &json!("group:mcp")
+        )
+    );
+    let o = s.run(&["tools"]);
+    assert!(
+        stdout(&o).contains("MCP server `everything` runs UNCONFINED"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn toolgate_mcp_serves_the_union_and_forwards_structured_content() {
+    let s = Setup::new().with_servers(json!([everything("everything", "x")]));
+    let mut client = s.mcp();
+    let listed = client.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} is not listed: {listed}"))
+    };
+    tool("read");
+    let echo = tool("mcp__everything__echo");
+    // Whatever the server declares, the hints follow toolgate's class.
+    assert_eq!(
+        (
+            &echo["annotations"]["readOnlyHint"],
+            &echo["annotations"]["destructiveHint"],
+            &echo["annotations"]["openWorldHint"]
+        ),
+        (&json!(false), &json!(true), &json!(true))
+    );
+    assert!(
+        echo["inputSchema"]["properties"]["message"].is_object(),
+        "the server's schema passes through: {echo}"
+    );
+    let structured = tool("mcp__everything__get-structured-content");
+    assert!(structured["outputSchema"].is_object(), "{structured}");
+
+    let (text, _) = client.call("mcp__everything__echo", json!({"message": "hi there"}));
+    assert_eq!(text, "Echo: hi there");
+    let (_, facts) = client.call(
+        "mcp__everything__get-structured-content",
+        json!({"location": "Chicago"}),
+    );
+    assert!(facts["temperature"].is_number(), "{facts}");
+    // Schema errors are the server's to report: the arguments reach it as sent.
+    let bad = client.request(
+        "tools/call",
+        json!({"name": "mcp__everything__get-sum", "arguments": {"a": "two"}}),
+    );
+    assert_eq!(bad["result"]["isError"], json!(true), "{bad}");
+    assert!(client.close());
+}
+
+#[test]
+fn one_process_per_server_and_none_left_once_the_gateway_exits() {
+    let marker = unique("gw-orphan-");
+    let s = Setup::new().with_servers(json!([everything("everything", &marker)]));
+    let mut client = s.mcp();
+    let (text, _) = client.call("mcp__everything__echo", json!({"message": "a"}));
+    assert_eq!(text, "Echo: a");
+    assert_eq!(
+        processes_with(&marker).len(),
+        1,
+        "{:?}",
+        processes_with(&marker)
+    );
+    assert!(client.close(), "toolgate mcp did not exit cleanly");
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "the server outlived the gateway: {:?}",
+        processes_with(&marker)
+    );
+
+    // Killed outright, the gateway still takes its server with it.
+    let mut client = s.mcp();
+    client.call("mcp__everything__echo", json!({"message": "b"}));
+    assert_eq!(processes_with(&marker).len(), 1);
+    client.child.kill().unwrap();
+    client.child.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "the server outlived a killed gateway: {:?}",
+        processes_with(&marker)
+    );
+}
+
+#[test]
+fn a_server_killed_mid_session_is_restarted_and_calls_meanwhile_fail_clearly() {
+    let marker = unique("gw-restart-");
+    let s = Setup::new().with_servers(json!([everything("everything", &marker)]));
+    let mut client = s.mcp();
+    client.call("mcp__everything__echo", json!({"message": "before"}));
+    let pid = |found: &[String]| -> i32 {
+        assert_eq!(found.len(), 1, "{found:?}");
+        found[0].split(':').next().unwrap().parse().unwrap()
+    };
+    let first = pid(&processes_with(&marker));
+    std::process::Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+    let restarted = eventually(Duration::from_secs(30), || {
+        let response = client.request(
+            "tools/call",
+            json!({"name": "mcp__everything__echo", "arguments": {"message": "after"}}),
+        );
+        if response["result"]["isError"] == json!(true) {
+            let text = text_of(&response);
+            assert!(
+                text.contains("MCP server `everything`")
+                    && (text.contains("down") || text.contains("went away")),
+                "{response}"
+            );
+            false
+        } else {
+            text_of(&response) == "Echo: after"
+        }
+    });
+    assert!(restarted, "the server was not restarted");
+    let second = pid(&processes_with(&marker));
+    assert_ne!(first, second);
+    assert!(client.close());
+}
+
+#[test]
+fn a_server_that_fails_to_start_is_skipped_and_named() {
+    let s = Setup::new().with_servers(json!([
+        {"name": "broken", "kind": "stdio", "command": "/nonexistent/mcp-server"},
+        everything("everything", "x"),
+    ]));
+    let listed = s.json(&["mcp-servers", "list", "--json"]);
+    let state = |name: &str| -> Value {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(state("broken")["state"], "failed");
+    assert!(
+        state("broken")["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/mcp-server"),
+        "{listed:#}"
+    );
+    assert_eq!(
+        (&state("everything")["state"], &state("everything")["tools"]),
+        (&json!("up"), &json!(13))
+    );
+    // It costs its tools, not the session.
+    let o = s.run(&["call", "mcp__everything__echo", r#"{"message": "ok"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Echo: ok\n");
+    assert!(
+        stderr(&o).contains("MCP server `broken` (stdio) is skipped"),
+        "{}",
+        stderr(&o)
+    );
+    let o = s.run(&["mcp-servers", "test", "broken"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let o = s.run(&["mcp-servers", "test", "everythin"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean `everything`?"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_memory_and_filesystem_reference_servers_work_through_the_gateway() {
+    let s = Setup::new();
+    let allowed = s.base().join("shared");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::write(allowed.join("notes.txt"), "from the filesystem server\n").unwrap();
+    let memory_file = s.base().join("memory.jsonl");
+    let s = s.with_servers(json!([
+        {
+            "name": "memory",
+            "kind": "stdio",
+            "command": crate::node(),
+            "args": [reference_server("server-memory")],
+            "env": {"MEMORY_FILE_PATH": memory_file},
+        },
+        {
+            "name": "fs",
+            "kind": "stdio",
+            "command": crate::node(),
+            "args": [reference_server("server-filesystem"), &allowed],
+        },
+    ]));
+    let mut client = s.mcp();
+    client.call(
+        "mcp__memory__create_entities",
+        json!({"entities": [{"name": "toolgate", "entityType": "project",
+                             "observations": ["governs MCP tools"]}]}),
+    );
+    let (graph, _) = client.call("mcp__memory__read_graph", json!({}));
+    assert!(graph.contains("governs MCP tools"), "{graph}");
+    let (text, _) = client.call(
+        "mcp__fs__read_text_file",
+        json!({"path": allowed.join("notes.txt")}),
+    );
+    assert!(text.contains("from the filesystem server"), "{text}");
+    // The server's own boundary holds as well.
+    let outside = client.request(
+        "tools/call",
+        json!({"name": "mcp__fs__read_text_file", "arguments": {"path": "/etc/hostname"}}),
+    );
+    assert_eq!(outside["result"]["isError"], json!(true), "{outside}");
+    assert!(client.close());
+    assert!(
+        std::fs::read_to_string(&memory_file)
+            .unwrap()
+            .contains("toolgate")
+    );
+}
