@@ -93,6 +93,54 @@ impl McpServer {
         }
     }
 
+    /// Sends a request and returns its response and every notification
+    /// that arrived before it, without waiting longer than `limit`.
+    pub fn request_with_notifications(
+        &mut self,
+        method: &str,
+        params: Value,
+        limit: Duration,
+    ) -> (Value, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notifications = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(limit)
+                .unwrap_or_else(|_| panic!("no response to {method}; saw {notifications:?}"));
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message["id"] == id && message.get("method").is_none() {
+                return (message, notifications);
+            }
+            if message.get("id").is_none() {
+                notifications.push(message);
+            }
+        }
+    }
+
+    /// Sends a request without waiting for its answer; its id.
+    pub fn start_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next message, within `limit`.
+    pub fn next_message(&mut self, limit: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(limit).ok()?;
+        serde_json::from_str(&line).ok()
+    }
+
     /// Calls `tool`: its text and structured content; panics on a tool error.
     pub fn call(&mut self, tool: &str, arguments: Value) -> (String, Value) {
         let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));

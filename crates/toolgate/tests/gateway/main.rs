@@ -12,6 +12,7 @@ mod common;
 #[path = "../common/stdio_client.rs"]
 mod stdio_client;
 
+mod calls;
 mod config;
 mod http;
 mod policy;

@@ -10,12 +10,22 @@ Tools (each returns what happened as text, never raises):
   fetch {url}              the HTTP status and first bytes, or the error
                            (through HTTP(S)_PROXY when the sandbox sets it)
   pid {}                   this process's pid
+  sleep {seconds}          sleeps, with a progress notification every 0.1 s
+                           when the call has a progressToken; a
+                           notifications/cancelled for it stops it and is
+                           logged as `cancelled ID` to $PROBE_LOG
+  crash {}                 exits at once with status 3
 """
 
 import json
 import os
 import sys
+import threading
+import time
 import urllib.request
+
+OUT = threading.Lock()
+CANCELLED = {}
 
 TOOLS = [
     {"name": "read_file", "description": "Reads a file.",
@@ -30,7 +40,44 @@ TOOLS = [
                      "required": ["url"]}},
     {"name": "pid", "description": "Its process id.",
      "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "sleep", "description": "Sleeps.",
+     "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}},
+                     "required": ["seconds"]}},
+    {"name": "crash", "description": "Exits.",
+     "inputSchema": {"type": "object", "properties": {}}},
 ]
+
+
+def write(message):
+    with OUT:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def log(line):
+    path = os.environ.get("PROBE_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def sleep(request):
+    params = request["params"]
+    token = (params.get("_meta") or {}).get("progressToken")
+    stop = CANCELLED.setdefault(request["id"], threading.Event())
+    deadline = time.monotonic() + float(params["arguments"]["seconds"])
+    step = 0
+    while time.monotonic() < deadline:
+        if stop.wait(0.1):
+            log("cancelled %s" % request["id"])
+            return
+        step += 1
+        if token is not None:
+            write({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": token, "progress": step,
+                              "message": "slept %d00 ms" % step}})
+    write({"jsonrpc": "2.0", "id": request["id"],
+           "result": {"content": [{"type": "text", "text": "slept"}], "isError": False}})
 
 
 def run(name, args):
@@ -74,16 +121,25 @@ def main():
         if not line.strip():
             continue
         request = json.loads(line)
+        if request.get("method") == "notifications/cancelled":
+            cancelled = request["params"]["requestId"]
+            CANCELLED.setdefault(cancelled, threading.Event()).set()
+            continue
         if "id" not in request:
             continue
+        name = (request.get("params") or {}).get("name")
+        if request.get("method") == "tools/call" and name == "sleep":
+            threading.Thread(target=sleep, args=(request,), daemon=True).start()
+            continue
+        if request.get("method") == "tools/call" and name == "crash":
+            os._exit(3)
         result = answer(request)
         if result is None:
             reply = {"jsonrpc": "2.0", "id": request["id"],
                      "error": {"code": -32601, "message": "method not found"}}
         else:
             reply = {"jsonrpc": "2.0", "id": request["id"], "result": result}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        write(reply)
 
 
 if __name__ == "__main__":
