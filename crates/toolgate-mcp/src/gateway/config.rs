@@ -304,8 +304,11 @@ pub enum HttpAuth {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientCredentials {
-    /// The token endpoint.
-    pub token_url: String,
+    /// The token endpoint; absent: discovered from the server's protected
+    /// resource metadata (RFC 9728) and its authorization server's metadata
+    /// (RFC 8414).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
     /// The client id.
     pub client_id: String,
     /// The client secret (sent with HTTP Basic, `client_secret_basic`).

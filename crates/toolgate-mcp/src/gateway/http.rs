@@ -210,9 +210,9 @@ pub fn transport(
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let bearer = match (&server.token, &server.auth) {
         (Some(token), _) => Bearer::Static(token.clone()),
-        (None, Some(HttpAuth::OauthClientCredentials(grant))) => {
-            Bearer::Oauth(Arc::new(TokenCache::new(inner.clone(), grant.clone())))
-        }
+        (None, Some(HttpAuth::OauthClientCredentials(grant))) => Bearer::Oauth(Arc::new(
+            TokenCache::new(inner.clone(), grant.clone(), server.url.clone()),
+        )),
         (None, None) => Bearer::None,
     };
     let config =
@@ -278,6 +278,10 @@ fn one_line(text: &str) -> String {
 pub struct TokenCache {
     http: reqwest::Client,
     grant: ClientCredentials,
+    /// The MCP endpoint, where discovery starts.
+    server_url: String,
+    /// The token endpoint, configured or once discovered.
+    endpoint: Mutex<Option<String>>,
     current: Mutex<Option<(Secret, Instant)>>,
 }
 
@@ -292,12 +296,89 @@ struct TokenResponse {
 }
 
 impl TokenCache {
-    fn new(http: reqwest::Client, grant: ClientCredentials) -> Self {
+    fn new(http: reqwest::Client, grant: ClientCredentials, server_url: String) -> Self {
         TokenCache {
             http,
+            endpoint: Mutex::new(grant.token_url.clone()),
             grant,
+            server_url,
             current: Mutex::new(None),
         }
+    }
+
+    /// The token endpoint: configured, or found through the server's
+    /// protected resource metadata (RFC 9728: at the path-suffixed
+    /// well-known URL, then the root one) and its first authorization
+    /// server's metadata (RFC 8414, then OpenID Connect discovery).
+    async fn endpoint(&self) -> Result<String, String> {
+        let mut endpoint = self.endpoint.lock().await;
+        if let Some(url) = endpoint.as_ref() {
+            return Ok(url.clone());
+        }
+        let server = reqwest::Url::parse(&self.server_url)
+            .map_err(|e| format!("`url` {} is not a URL: {e}", self.server_url))?;
+        let path = server.path().trim_end_matches('/');
+        let resource = self
+            .metadata(&server, "oauth-protected-resource", path)
+            .await
+            .map_err(|e| format!("no token_url is configured and {e}"))?;
+        let issuer = resource["authorization_servers"][0]
+            .as_str()
+            .and_then(|s| reqwest::Url::parse(s).ok())
+            .ok_or_else(|| {
+                format!(
+                    "no token_url is configured and the protected resource metadata of {} names \
+                     no authorization server",
+                    self.server_url
+                )
+            })?;
+        let issuer_path = issuer.path().trim_end_matches('/').to_owned();
+        let mut found = None;
+        for kind in ["oauth-authorization-server", "openid-configuration"] {
+            if let Ok(meta) = self.metadata(&issuer, kind, &issuer_path).await
+                && let Some(url) = meta["token_endpoint"].as_str()
+            {
+                found = Some(url.to_owned());
+                break;
+            }
+        }
+        let url = found.ok_or_else(|| {
+            format!("no token_url is configured and the authorization server {issuer} publishes no token_endpoint")
+        })?;
+        *endpoint = Some(url.clone());
+        Ok(url)
+    }
+
+    /// `/.well-known/<kind><path>`, then `/.well-known/<kind>`, on `base`'s
+    /// origin: the first that answers JSON.
+    async fn metadata(
+        &self,
+        base: &reqwest::Url,
+        kind: &str,
+        path: &str,
+    ) -> Result<serde_json::Value, String> {
+        let mut candidates = vec![format!("/.well-known/{kind}{path}")];
+        if !path.is_empty() {
+            candidates.push(format!("/.well-known/{kind}"));
+        }
+        for candidate in &candidates {
+            let Ok(url) = base.join(candidate) else {
+                continue;
+            };
+            let Ok(response) = self.http.get(url).send().await else {
+                continue;
+            };
+            if response.status().is_success()
+                && let Ok(value) = response.json::<serde_json::Value>().await
+            {
+                return Ok(value);
+            }
+        }
+        Err(format!(
+            "no {kind} metadata was found at {} ({})",
+            base.origin().ascii_serialization(),
+            candidates.join(", ")
+        ))
     }
 
     /// The current token, fetched when there is none, when it is due for
@@ -318,6 +399,7 @@ impl TokenCache {
 
     async fn fetch(&self) -> Result<(Secret, Duration), String> {
         let grant = &self.grant;
+        let token_url = self.endpoint().await?;
         let mut form = vec![("grant_type", "client_credentials".to_owned())];
         if !grant.scopes.is_empty() {
             form.push(("scope", grant.scopes.join(" ")));
@@ -334,7 +416,7 @@ impl TokenCache {
         // form-encoded before they are joined and base64-encoded.
         let response = self
             .http
-            .post(&grant.token_url)
+            .post(&token_url)
             .basic_auth(
                 form_encode(&grant.client_id),
                 Some(form_encode(grant.client_secret.expose())),
@@ -346,8 +428,7 @@ impl TokenCache {
             .await
             .map_err(|e| {
                 format!(
-                    "the token endpoint {} is unreachable: {}",
-                    grant.token_url,
+                    "the token endpoint {token_url} is unreachable: {}",
                     e.without_url()
                 )
             })?;
@@ -358,23 +439,20 @@ impl TokenCache {
             // anyway, it is the server's text.
             let detail: String = text.chars().take(300).collect();
             return Err(format!(
-                "the token endpoint {} refused the client credentials grant for client `{}` \
-                 (HTTP {status}): {detail}",
-                grant.token_url, grant.client_id
+                "the token endpoint {token_url} refused the client credentials grant for client \
+                 `{}` (HTTP {status}): {detail}",
+                grant.client_id
             ));
         }
         let parsed: TokenResponse = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "the token endpoint {} answered without a usable access_token ({e})",
-                grant.token_url
-            )
+            format!("the token endpoint {token_url} answered without a usable access_token ({e})")
         })?;
         if let Some(kind) = &parsed.token_type
             && !kind.eq_ignore_ascii_case("bearer")
         {
             return Err(format!(
-                "the token endpoint {} issued a `{kind}` token; only bearer tokens are supported",
-                grant.token_url
+                "the token endpoint {token_url} issued a `{kind}` token; only bearer tokens are \
+                 supported"
             ));
         }
         let lifetime = parsed

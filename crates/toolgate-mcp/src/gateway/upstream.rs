@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -70,11 +71,15 @@ struct GatewayClient {
 }
 
 impl ClientHandler for GatewayClient {
+    /// The newest protocol with the initialize handshake, which every
+    /// current server speaks; a newer server negotiates it, an older one
+    /// answers with its own version.
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_progress(

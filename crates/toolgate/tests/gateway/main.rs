@@ -14,6 +14,7 @@ mod stdio_client;
 
 mod calls;
 mod config;
+mod conformance;
 mod http;
 mod policy;
 mod sandboxed;
