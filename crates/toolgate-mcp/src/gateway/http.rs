@@ -227,6 +227,15 @@ pub fn transport(
 /// a Streamable HTTP POST is most often an old HTTP+SSE server.
 pub fn explain_initialize_error(server: &HttpServer, error: &impl std::fmt::Display) -> String {
     let text = error.to_string();
+    // The token flow's own message says what the authorization server
+    // answered: keep it whole.
+    if let Some(at) = ["the token endpoint", "no token_url is configured"]
+        .iter()
+        .find_map(|m| text.find(m))
+    {
+        let detail = one_line(&text[at..]);
+        return format!("getting a token for {} failed: {detail}", server.url);
+    }
     // The transport's error carries its type names and the response body
     // (often an HTML page): keep the status line, which says it all.
     let status = text.find("HTTP ").and_then(|at| {

@@ -16,6 +16,7 @@ mod calls;
 mod config;
 mod conformance;
 mod http;
+mod oauth;
 mod policy;
 mod sandboxed;
 mod stdio;

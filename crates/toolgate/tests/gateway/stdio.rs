@@ -55,6 +55,21 @@ fn external_tools_are_listed_next_to_the_builtins_with_untrusted_classes() {
         "{}",
         stdout(&o)
     );
+    // The server calls get-sum read-only; that is shown, and not believed.
+    let o = s.run(&["tools", "mcp__everything__get-sum"]);
+    let shown = stdout(&o);
+    assert!(
+        shown.contains("class        mutate-irreversible")
+            && shown.contains("\"readOnlyHint\":true")
+            && shown.contains("(not trusted: the class above decides)"),
+        "{shown}"
+    );
+    let spec = s.json(&["tools", "mcp__everything__get-sum", "--json"]);
+    assert_eq!(
+        spec["declared"]["annotations"]["readOnlyHint"],
+        json!(true),
+        "{spec:#}"
+    );
 }
 
 #[test]

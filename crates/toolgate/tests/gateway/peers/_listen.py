@@ -1,6 +1,6 @@
 """Serve an ASGI app on a free loopback port and announce it on stdout.
 
-Shared by the HTTP peers (`sse_only.py`, `oauth.py`); not a peer itself.
+Used by the HTTP peer `oauth.py`; not a peer itself.
 
 The test that spawns a peer reads its stdout until a line starting with
 `listening `, so stdout carries nothing but the announcement lines: uvicorn's

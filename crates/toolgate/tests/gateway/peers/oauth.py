@@ -181,33 +181,33 @@ class BearerGate:
         body = await read_body(receive)
         method = jsonrpc_method(body)
         token = bearer_token(request.headers.get("authorization"))
-        auth = self._authenticate(token)
+        auth, grant = self._authenticate(token)
         self.log.write("mcp", auth=auth, session=request.headers.get("mcp-session-id"), method=method,
                        http=scope["method"])
-        if auth != "ok":
+        if grant is None or token is None:
             return await unauthorized(auth)(scope, receive, send)
         if method == "initialize" or (isinstance(method, list) and "initialize" in method):
             self.log.write("initialize")
 
-        grant = self.grants[token]  # type: ignore[index]
         # What the SDK's BearerAuthBackend would set: the session manager binds
         # each session to the client id, and whoami reads the grant from here.
         scope["user"] = AuthenticatedUser(AccessToken(
             token=token, client_id=self.args.client_id, scopes=grant.scopes, resource=grant.resource))
         await self.app(scope, replay(body, receive), send)
 
-    def _authenticate(self, token: str | None) -> str:
+    def _authenticate(self, token: str | None) -> tuple[str, Grant | None]:
+        """The log's `auth` verdict, and the grant when it is "ok" (counting this use)."""
         if token is None:
-            return "missing"
+            return "missing", None
         grant = self.grants.get(token)
         if grant is None:
-            return "invalid"
+            return "invalid", None
         if grant.expires_at is not None and time.monotonic() >= grant.expires_at:
-            return "expired"
+            return "expired", None
         if self.args.revoke_after is not None and grant.uses >= self.args.revoke_after:
-            return "revoked"
+            return "revoked", None
         grant.uses += 1
-        return "ok"
+        return "ok", grant
 
 
 def bearer_token(header: str | None) -> str | None:
