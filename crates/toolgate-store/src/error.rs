@@ -40,6 +40,43 @@ pub enum StoreError {
     /// The answer asks for a scope that does not cover the request's call.
     #[error("{0}")]
     BadAnswer(String),
+    /// No pin of that tool in this tenant: the gateway never saw it.
+    #[error(
+        "tool `{tool}` of MCP server `{server}` has no pinned definition (see `toolgate mcp-servers review`)"
+    )]
+    NoPin {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+    },
+    /// The tool's pinned definition is the one served: nothing to review.
+    #[error(
+        "tool `{tool}` of MCP server `{server}` has no change to review: the last definition seen of it is its pinned one"
+    )]
+    NoChange {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+    },
+    /// The server changed the tool again after the person saw the change:
+    /// what they saw is not what would be approved.
+    #[error(
+        "tool `{tool}` of MCP server `{server}` changed again since the change you reviewed \
+         (digest {seen}); it now serves digest {now}: review the new change with \
+         `toolgate mcp-servers review`"
+    )]
+    ChangedAgain {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// The digest the person named.
+        seen: String,
+        /// The digest of the change now recorded.
+        now: String,
+    },
     /// A stored row does not decode (edited by hand?).
     #[error("a stored row of the approval store does not decode: {0}")]
     Corrupt(String),

@@ -7,6 +7,9 @@
 //!   answer it (a grant or a refusal), spend a grant exactly once, find a
 //!   live refusal, append to and verify the hash-chained audit log.
 //!   Every method is scoped to a [`Tenant`].
+//! - Pins of external MCP tools: the first definition seen of each tool,
+//!   and the changes a person has to review before a changed tool is
+//!   used again ([`Store::check_tool_pins`]).
 //! - [`StoreApprovals`] is the approval gate (toolgate-policy's
 //!   `ApprovalChannel`) over a store; [`StoreAudit`] its `AuditSink`.
 //!
@@ -16,6 +19,7 @@
 mod error;
 mod gate;
 mod model;
+mod pins;
 mod reviewer;
 mod sink;
 mod sql;
@@ -29,6 +33,7 @@ pub use model::{
     Answer, Backend, Clock, Decided, Filed, Grant, NewRequest, Refusal, Request, RequestFilter,
     RequestState, Spend, SpendFor, Tenant,
 };
+pub use pins::{ChangeState, ListedTool, PinCheck, PinnedTool, ToolChange};
 pub use reviewer::{REVIEWER_TIMEOUT, Review, review};
 pub use sink::StoreAudit;
 pub use store::{AuditEntry, AuditFilter, AuditVerdict, Store};

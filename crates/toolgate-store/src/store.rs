@@ -9,6 +9,7 @@ use crate::model::{
     Answer, Decided, Filed, Grant, NewRequest, Refusal, Request, RequestFilter, Spend, SpendFor,
     Tenant,
 };
+use crate::pins::{ListedTool, PinCheck, PinnedTool, ToolChange};
 
 /// The store under approvals and audit: SQLite or PostgreSQL, the same
 /// migrations and the same behaviour. Every method names a tenant and only
@@ -86,6 +87,51 @@ pub trait Store: Send + Sync {
 
     /// Checks the tenant's whole chain.
     async fn verify_audit(&self, tenant: &Tenant) -> Result<AuditVerdict, StoreError>;
+
+    /// Checks each listed tool against its pin, in one transaction: a tool
+    /// without a pin is pinned as listed ([`PinCheck::FirstSeen`]); one
+    /// that differs from its pin is recorded as a change
+    /// ([`PinCheck::Changed`]). One answer per tool, in order. Of many
+    /// processes pinning the same tool at once, exactly one definition is
+    /// pinned, and every other process is told it changed.
+    async fn check_tool_pins(
+        &self,
+        tenant: &Tenant,
+        listed: &[ListedTool],
+    ) -> Result<Vec<PinCheck>, StoreError>;
+
+    /// Every pin, by server and tool.
+    async fn tool_pins(&self, tenant: &Tenant) -> Result<Vec<PinnedTool>, StoreError>;
+
+    /// Every recorded change (pending and rejected), by server and tool.
+    async fn tool_changes(&self, tenant: &Tenant) -> Result<Vec<ToolChange>, StoreError>;
+
+    /// Makes the recorded change of `server`/`tool` its pin, if its digest
+    /// is still `digest`: the one the person saw. A server that changed
+    /// the tool again since is [`StoreError::ChangedAgain`] and nothing is
+    /// approved. A rejected change may be approved too (a person changing
+    /// their mind). The new pin.
+    async fn approve_tool_change(
+        &self,
+        tenant: &Tenant,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+    ) -> Result<PinnedTool, StoreError>;
+
+    /// Marks the recorded change of `server`/`tool` rejected, if its digest
+    /// is still `digest`: the pin stays, the tool stays disabled while the
+    /// server serves that definition, and it is not queued for review
+    /// again (a different definition is).
+    async fn reject_tool_change(
+        &self,
+        tenant: &Tenant,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+    ) -> Result<ToolChange, StoreError>;
 }
 
 /// One stored audit record.

@@ -28,6 +28,9 @@ pub enum McpServersCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Tool definitions that changed since they were pinned (disabled until
+    /// a person approves), each with its diff; approve or reject them.
+    Review(crate::pins::ReviewArgs),
 }
 
 /// Connects the configured servers (or only `only`), saying on stderr what
@@ -41,6 +44,9 @@ pub async fn connect(
         return Ok(Gateway::empty());
     }
     let mut options = GatewayOptions::default();
+    // Every definition is checked against its pin in the store: a tool
+    // whose description or schema changed since is left out until reviewed.
+    options.pins = Some(crate::pins::store_pins(settings).await?);
     options.reserved = crate::builtin_tools(settings, env)?
         .active()
         .map(|t| t.spec().name.clone())
@@ -88,6 +94,7 @@ pub fn doctor_rows(settings: &Settings) -> Vec<[String; 2]> {
 /// `toolgate mcp-servers ...`.
 pub fn run(command: McpServersCommand, settings: &Settings, env: &Environment) -> Result<ExitCode> {
     let (servers, json, single) = match command {
+        McpServersCommand::Review(args) => return crate::pins::review(args, settings, env),
         McpServersCommand::List { json } => (settings.mcp_servers.clone(), json, false),
         McpServersCommand::Test { name, json } => {
             let Some(server) = settings.mcp_servers.iter().find(|s| s.name == name) else {

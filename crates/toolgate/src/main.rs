@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod gateway;
 mod mcp;
+mod pins;
 mod render;
 mod resolve;
 mod sandbox;

@@ -74,6 +74,12 @@ pub struct ServerStatus {
     /// What it calls itself (`name version`), from initialize.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// A stdio server's process id while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// It announced that its tool list changed since it connected; the new
+    /// list (checked against its pins) is taken at the next start.
+    pub tools_changed: bool,
 }
 
 impl Gateway {
@@ -284,6 +290,8 @@ impl Gateway {
                         .server_info
                         .as_ref()
                         .map(|i| format!("{} {}", i.name, i.version)),
+                    pid: upstream.pid(),
+                    tools_changed: upstream.list_changed(),
                 }
             })
             .collect()

@@ -45,20 +45,19 @@ impl ToolDefinition {
         }
     }
 
-    /// SHA-256 (hex) of the definition as canonical JSON (keys sorted,
-    /// which `serde_json`'s map does without `preserve_order`): the same
-    /// definition always has the same digest, whatever order a server
-    /// writes its schema keys in.
+    /// SHA-256 (hex) of the definition as canonical JSON (object keys in
+    /// byte order at every level, whatever order the server wrote them in
+    /// and whatever order serde_json's maps keep): the same definition
+    /// always has the same digest.
     pub fn digest(&self) -> String {
-        let canonical = serde_json::to_vec(&serde_json::json!({
+        let canonical = toolgate_policy::canonical_json(&serde_json::json!({
             "description": self.description,
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
             "server": self.server,
             "tool": self.tool,
-        }))
-        .unwrap_or_default();
-        Sha256::digest(&canonical)
+        }));
+        Sha256::digest(canonical.as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()

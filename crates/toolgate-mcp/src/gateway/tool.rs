@@ -106,6 +106,7 @@ pub fn spec(server: &str, name: &str, tool: &rmcp::model::Tool, class: Class) ->
     let mut declared = serde_json::Map::new();
     declared.insert("name".to_owned(), json!(tool.name));
     if let Some(title) = &tool.title {
+        let title: String = title.chars().take(200).collect();
         declared.insert("title".to_owned(), json!(title));
     }
     if let Some(annotations) = &tool.annotations

@@ -110,6 +110,8 @@ pub enum LinkState {
 struct Link {
     state: LinkState,
     peer: Option<Peer<RoleClient>>,
+    /// The stdio server's process id while it runs.
+    pid: Option<u32>,
     restarts: u32,
     since: Instant,
 }
@@ -136,6 +138,8 @@ struct Connection {
     exited: Option<tokio::sync::oneshot::Receiver<String>>,
     /// Aborts the process's task (and so kills the process) when dropped.
     _process: Option<AbortOnDrop>,
+    /// The process id of a stdio server.
+    pid: Option<u32>,
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -189,12 +193,14 @@ impl Upstream {
                 None,
             ),
         };
+        let pid = connection.as_ref().and_then(|c| c.pid);
         let upstream = Arc::new(Upstream {
             config,
             confinement,
             link: Mutex::new(Link {
                 state,
                 peer,
+                pid,
                 restarts: 0,
                 since: Instant::now(),
             }),
@@ -232,6 +238,11 @@ impl Upstream {
         self.link.lock().map(|l| l.restarts).unwrap_or_default()
     }
 
+    /// The stdio server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.link.lock().ok().and_then(|l| l.pid)
+    }
+
     /// Whether it told us its tool list changed since it connected.
     pub fn list_changed(&self) -> bool {
         self.list_changed.load(std::sync::atomic::Ordering::Relaxed)
@@ -260,10 +271,17 @@ impl Upstream {
         }
     }
 
-    fn set(&self, state: LinkState, peer: Option<Peer<RoleClient>>, restarted: bool) {
+    fn set(
+        &self,
+        state: LinkState,
+        peer: Option<Peer<RoleClient>>,
+        pid: Option<u32>,
+        restarted: bool,
+    ) {
         if let Ok(mut link) = self.link.lock() {
             link.state = state;
             link.peer = peer;
+            link.pid = pid;
             link.since = Instant::now();
             if restarted {
                 link.restarts += 1;
@@ -299,6 +317,7 @@ async fn connect(
     match &config.transport {
         Transport::Stdio(stdio) => {
             let spawned = process::spawn(stdio, confinement, stderr.clone()).await?;
+            let pid = spawned.pid;
             let guard = AbortOnDrop(spawned.task);
             let mut exited = spawned.exited;
             let service = tokio::select! {
@@ -318,6 +337,7 @@ async fn connect(
                 service,
                 exited: Some(exited),
                 _process: Some(guard),
+                pid,
             })
         }
         Transport::Http(server) => {
@@ -330,6 +350,7 @@ async fn connect(
                 service,
                 exited: None,
                 _process: None,
+                pid: None,
             })
         }
     }
@@ -349,7 +370,7 @@ async fn supervise(
             return;
         };
         let why = with_stderr(why, &server.stderr);
-        server.set(LinkState::Down(why), None, false);
+        server.set(LinkState::Down(why), None, None, false);
         let (config, confinement, stderr) = (
             server.config.clone(),
             server.confinement.clone(),
@@ -370,14 +391,19 @@ async fn supervise(
             };
             match attempt {
                 Ok(next) => {
-                    server.set(LinkState::Up, Some(next.service.peer().clone()), true);
+                    server.set(
+                        LinkState::Up,
+                        Some(next.service.peer().clone()),
+                        next.pid,
+                        true,
+                    );
                     connection = next;
                     backoff = FIRST_BACKOFF;
                     break;
                 }
                 Err(error) => {
                     let error = with_stderr(error, &stderr);
-                    server.set(LinkState::Down(error), None, false);
+                    server.set(LinkState::Down(error), None, None, false);
                 }
             }
         }
@@ -390,6 +416,7 @@ async fn ended(connection: Connection) -> String {
         service,
         exited,
         _process,
+        pid: _,
     } = connection;
     let session = async {
         match service.waiting().await {

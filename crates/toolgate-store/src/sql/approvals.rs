@@ -68,7 +68,7 @@ fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+pub(super) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {e}"))
 }
 
@@ -208,7 +208,7 @@ fn answer_key(
     }
 }
 
-fn json_text(v: &impl serde::Serialize) -> Result<String, StoreError> {
+pub(super) fn json_text(v: &impl serde::Serialize) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Database(format!("cannot encode a row: {e}")))
 }
 

@@ -13,11 +13,18 @@ use crate::error::StoreError;
 
 /// Every migration, in order. A released migration is never edited: the
 /// checksum check below refuses a database whose applied text differs.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "approvals and audit",
-    include_str!("../../migrations/0001_approvals_and_audit.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "approvals and audit",
+        include_str!("../../migrations/0001_approvals_and_audit.sql"),
+    ),
+    (
+        2,
+        "tool pins",
+        include_str!("../../migrations/0002_tool_pins.sql"),
+    ),
+];
 
 /// The advisory lock key of toolgate's migrations (any constant; this one
 /// spells "tgmigr" in ASCII).

@@ -6,6 +6,7 @@
 mod approvals;
 mod audit;
 mod migrate;
+mod pins;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -285,5 +286,51 @@ impl Store for SqlStore {
         tenant: &crate::Tenant,
     ) -> Result<crate::AuditVerdict, StoreError> {
         self.verify_audit_impl(tenant).await
+    }
+
+    async fn check_tool_pins(
+        &self,
+        tenant: &crate::Tenant,
+        listed: &[crate::ListedTool],
+    ) -> Result<Vec<crate::PinCheck>, StoreError> {
+        self.check_tool_pins_impl(tenant, listed).await
+    }
+
+    async fn tool_pins(
+        &self,
+        tenant: &crate::Tenant,
+    ) -> Result<Vec<crate::PinnedTool>, StoreError> {
+        self.tool_pins_impl(tenant).await
+    }
+
+    async fn tool_changes(
+        &self,
+        tenant: &crate::Tenant,
+    ) -> Result<Vec<crate::ToolChange>, StoreError> {
+        self.tool_changes_impl(tenant).await
+    }
+
+    async fn approve_tool_change(
+        &self,
+        tenant: &crate::Tenant,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+    ) -> Result<crate::PinnedTool, StoreError> {
+        self.approve_tool_change_impl(tenant, server, tool, digest, by)
+            .await
+    }
+
+    async fn reject_tool_change(
+        &self,
+        tenant: &crate::Tenant,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+    ) -> Result<crate::ToolChange, StoreError> {
+        self.reject_tool_change_impl(tenant, server, tool, digest, by)
+            .await
     }
 }

@@ -11,4 +11,5 @@ mod audit;
 mod common;
 mod concurrency;
 mod gate;
+mod pins;
 mod processes;

@@ -38,7 +38,7 @@ pub fn tool(executor: &Executor, name: &str, as_json: bool) -> Result<()> {
         (Access::Active, false) => "active".to_owned(),
         (Access::Inactive { reason }, _) => format!("inactive: {reason}"),
     };
-    let rows = [
+    let mut rows = vec![
         ["tool".to_owned(), spec.name.clone()],
         ["class".to_owned(), spec.effect_class.to_string()],
         [
@@ -51,6 +51,16 @@ pub fn tool(executor: &Executor, name: &str, as_json: bool) -> Result<()> {
         ],
         ["status".to_owned(), state],
     ];
+    if let toolgate_core::ToolOrigin::Mcp { server } = &spec.origin {
+        rows.push(["server".to_owned(), format!("MCP server `{server}`")]);
+    }
+    // Shown for what it is: the server's word, which policy never reads.
+    if let Some(annotations) = spec.declared.as_ref().and_then(|d| d.get("annotations")) {
+        rows.push([
+            "server says".to_owned(),
+            format!("{annotations} (not trusted: the class above decides)"),
+        ]);
+    }
     write_table(&mut out, &rows)?;
     writeln!(out, "\n{}", spec.description.trim_end())?;
     writeln!(out, "\narguments:")?;

@@ -17,6 +17,7 @@ mod config;
 mod conformance;
 mod http;
 mod oauth;
+mod pinning;
 mod policy;
 mod sandboxed;
 mod stdio;
