@@ -288,3 +288,47 @@ fn the_memory_and_filesystem_reference_servers_work_through_the_gateway() {
             .contains("toolgate")
     );
 }
+
+#[test]
+fn many_client_sessions_share_one_server_process_and_leave_none() {
+    let marker = unique("gw-sessions-");
+    let s = Setup::new().with_servers(json!([everything("everything", &marker)]));
+    let served =
+        crate::common::Served::start(s.command(&["serve", "--port", "0", "--no-token"])).unwrap();
+    let sessions = 40;
+    let o = std::process::Command::new(crate::python())
+        .arg(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/gateway/sessions_client.py"),
+        )
+        .args([
+            served.url.as_str(),
+            "mcp__everything__echo",
+            &sessions.to_string(),
+        ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stderr(&o), served.stderr());
+    let seen: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let texts = seen["texts"].as_array().unwrap();
+    assert_eq!(texts.len(), sessions);
+    assert_eq!(
+        texts[sessions - 1],
+        json!(format!("Echo: s{}", sessions - 1))
+    );
+    // One server for every session, not one per session.
+    assert_eq!(
+        processes_with(&marker).len(),
+        1,
+        "{:?}",
+        processes_with(&marker)
+    );
+    drop(served);
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "{:?}",
+        processes_with(&marker)
+    );
+}
