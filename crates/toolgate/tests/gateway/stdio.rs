@@ -55,6 +55,13 @@ fn external_tools_are_listed_next_to_the_builtins_with_untrusted_classes() {
         "{}",
         stdout(&o)
     );
+    let doctor = s.run(&["doctor"]);
+    assert!(
+        stdout(&doctor).contains("mcp server everything")
+            && stdout(&doctor).contains("UNCONFINED: runs with toolgate's privileges"),
+        "{}",
+        stdout(&doctor)
+    );
     // The server calls get-sum read-only; that is shown, and not believed.
     let o = s.run(&["tools", "mcp__everything__get-sum"]);
     let shown = stdout(&o);
