@@ -1,6 +1,8 @@
 //! toolgate as an MCP server.
 //!
-//! [`McpServer`] exposes the active tools of an [`Executor`](toolgate_policy::Executor)
+//! [`McpServer`] exposes the callable tools of an [`Executor`](toolgate_policy::Executor)
+//! (the active ones, and the deferred ones its `mcp_find_tools` activated
+//! in the client's session, announced with `notifications/tools/list_changed`)
 //! to any MCP client, over stdio ([`serve_stdio`]) or Streamable HTTP
 //! ([`serve_http`]). Every `tools/call` runs through the Executor's whole
 //! pipeline (validation, policy, sandbox, output bounds); this crate only

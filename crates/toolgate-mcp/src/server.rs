@@ -1,10 +1,16 @@
 //! The MCP server: one [`Connection`] per client connection (stdio) or
 //! session (HTTP), all sharing one [`McpServer`].
+//!
+//! The tool list is the scope's executor's callable tools at the time of
+//! asking: `mcp_find_tools` activates deferred tools in the executor of the
+//! connection's scope, and the client hears `notifications/tools/list_changed`
+//! (pushed after the call on 2025-11-25 and earlier, on its
+//! `subscriptions/listen` stream on 2026-07-28).
 
 #![allow(deprecated)] // Roots and logging are deprecated in MCP 2026-07-28 but
 // are how every client of 2025-11-25 and earlier offers roots and log levels.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,15 +21,15 @@ use rmcp::model::{
     InputRequest, InputRequests, InputRequiredResult, ListRootsRequest, ListRootsResult,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool,
+    SetLevelRequestParams, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, Progress};
-use toolgate_policy::{Access, CallError, Executor};
+use toolgate_policy::{CallError, Executor};
 
 use crate::convert::{call_result, refusal, to_mcp_tool};
 use crate::roots::{narrow_roots, shown};
@@ -73,7 +79,6 @@ struct Shared {
     /// Narrowed scopes of connections without a session of their own, by
     /// roots, so background processes outlive the request that started them.
     narrowed: Mutex<HashMap<Vec<PathBuf>, Arc<Scope>>>,
-    tools: Vec<Tool>,
     /// The source's notices, fixed at the start.
     notices: Vec<String>,
     calls: AtomicU64,
@@ -90,23 +95,15 @@ pub struct McpServer {
 
 impl McpServer {
     /// A server over the scopes of `source`; the tool list is the operator
-    /// scope's active tools.
+    /// scope's callable tools.
     pub fn new(source: Arc<dyn ScopeSource>) -> Result<Self, String> {
         let operator = Arc::new(source.scope(&source.operator_roots())?);
         let notices = source.notices();
-        let tools = operator
-            .executor
-            .tools()
-            .into_iter()
-            .filter(|t| !t.deferred && t.access == Access::Active)
-            .map(|t| to_mcp_tool(&t.spec))
-            .collect();
         Ok(McpServer {
             shared: Arc::new(Shared {
                 source,
                 operator,
                 narrowed: Mutex::new(HashMap::new()),
-                tools,
                 notices,
                 calls: AtomicU64::new(0),
                 agent: None,
@@ -122,9 +119,9 @@ impl McpServer {
         self
     }
 
-    /// The tools a client sees.
-    pub fn tools(&self) -> &[Tool] {
-        &self.shared.tools
+    /// The tools a new client sees: the operator scope's callable tools.
+    pub fn tools(&self) -> Vec<Tool> {
+        listed(&self.shared.operator.executor, &BTreeSet::new())
     }
 
     /// The handler of one new connection (`own_scope: false`: it uses the
@@ -137,9 +134,20 @@ impl McpServer {
             state: Arc::new(Mutex::new(ConnectionState {
                 level: LoggingLevel::Info,
                 scope: None,
+                carried: Vec::new(),
             })),
+            moved: Arc::new(watch::Sender::new(0)),
         }
     }
+}
+
+/// The MCP tools of the executor's callable tools, less `hidden`.
+fn listed(executor: &Executor, hidden: &BTreeSet<String>) -> Vec<Tool> {
+    executor
+        .visible_tools()
+        .filter(|spec| !hidden.contains(&spec.name))
+        .map(to_mcp_tool)
+        .collect()
 }
 
 /// The errors of serving.
@@ -184,6 +192,9 @@ struct ConnectionState {
     level: LoggingLevel,
     /// The scope once the client's roots are known.
     scope: Option<Resolved>,
+    /// The tools the connection had activated in the scope its old roots
+    /// gave, to activate in the next one: activation lasts the session.
+    carried: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -199,6 +210,9 @@ pub(crate) struct Connection {
     own_scope: bool,
     shared: Arc<Shared>,
     state: Arc<Mutex<ConnectionState>>,
+    /// Bumped whenever the connection's scope is settled anew, so that a
+    /// `subscriptions/listen` stream follows it.
+    moved: Arc<watch::Sender<u64>>,
 }
 
 /// A client that never answers `roots/list` must not hang every call.
@@ -240,7 +254,7 @@ impl Connection {
         if !offers_roots {
             let roots = self.shared.operator.roots.clone();
             let resolved = self.scope_over(roots, context);
-            self.state().scope = Some(resolved.clone());
+            self.settle(&resolved);
             return Ok(Ok(resolved));
         }
         let listed = if is_modern(context) {
@@ -281,8 +295,56 @@ impl Connection {
                 return Ok(Ok(Resolved::Unusable(message)));
             }
         };
-        self.state().scope = Some(resolved.clone());
+        self.settle(&resolved);
         Ok(Ok(resolved))
+    }
+
+    /// Keeps `resolved` as the connection's scope, with the tools it had
+    /// activated under its old roots activated again (kept for later when
+    /// the new roots are unusable).
+    fn settle(&self, resolved: &Resolved) {
+        let carried = {
+            let mut state = self.state();
+            state.scope = Some(resolved.clone());
+            match resolved {
+                Resolved::Ready(_) => std::mem::take(&mut state.carried),
+                Resolved::Unusable(_) => Vec::new(),
+            }
+        };
+        if let Resolved::Ready(scope) = resolved {
+            scope.executor.activate(carried.iter().map(String::as_str));
+        }
+        self.moved.send_modify(|n| *n += 1);
+    }
+
+    /// The scope whose tools the client is shown: its own once known, else
+    /// the operator's.
+    fn listed_scope(&self) -> Arc<Scope> {
+        match &self.state().scope {
+            Some(Resolved::Ready(scope)) => scope.clone(),
+            _ => self.shared.operator.clone(),
+        }
+    }
+
+    /// The tools this connection is shown now.
+    fn listed(&self, context: &RequestContext<RoleServer>) -> Vec<Tool> {
+        let (scope, own_scope_unknown) = {
+            let state = self.state();
+            match &state.scope {
+                Some(Resolved::Ready(scope)) => (scope.clone(), false),
+                _ => (self.shared.operator.clone(), true),
+            }
+        };
+        // A session that will get a scope of its own (see `scope_over`)
+        // must not be shown what others activated in the operator's
+        // (stateless requests do that): its first call would not find them.
+        let hidden: BTreeSet<String> = if self.own_scope && own_scope_unknown && !is_modern(context)
+        {
+            scope.executor.activated().into_iter().collect()
+        } else {
+            BTreeSet::new()
+        };
+        listed(&scope.executor, &hidden)
     }
 
     /// A scope over `roots`: a new one for a session of its own (2025-11-25
@@ -403,6 +465,7 @@ impl Connection {
             (token, receiver)
         });
         let args = Value::Object(request.arguments.unwrap_or_default());
+        let generation = scope.executor.tool_generation();
         let finished = CancellationToken::new();
         let asked = async {
             match question {
@@ -440,6 +503,11 @@ impl Connection {
             }
             Some(Ok(outcome)) => outcome,
         };
+        // Before the result, so that a client refreshes its list before the
+        // model's next step. On 2026-07-28 the listen stream says it.
+        if scope.executor.tool_generation() != generation && !is_modern(context) {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
         match outcome {
             Ok(result) => Ok(call_result(result).into()),
             Err(error @ CallError::UnknownTool { .. }) => {
@@ -532,6 +600,7 @@ impl ServerHandler for Connection {
             ServerCapabilities::builder()
                 .enable_logging()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
@@ -556,13 +625,58 @@ impl ServerHandler for Connection {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.listed(&context)))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.shared.tools.iter().find(|t| t.name == name).cloned()
+        self.listed_scope()
+            .executor
+            .visible_tools()
+            .find(|spec| spec.name == name)
+            .map(to_mcp_tool)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// 2026-07-28: tells the stream whenever the tools it would be listed
+    /// change: an activation in the connection's scope, or a new scope.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        // A move is marked seen before the scope is read, and the
+        // generation waited past is the one last told: nothing between
+        // two notifications is missed.
+        let mut moved = self.moved.subscribe();
+        moved.borrow_and_update();
+        let mut scope = self.listed_scope();
+        let mut seen = scope.executor.tool_generation();
+        loop {
+            tokio::select! {
+                generation = scope.executor.tools_changed(seen) => seen = generation,
+                changed = moved.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    moved.borrow_and_update();
+                    scope = self.listed_scope();
+                    seen = scope.executor.tool_generation();
+                }
+                () = subscription.cancelled() => return Ok(()),
+            }
+            if subscription
+                .sink()
+                .notify_tool_list_changed()
+                .await
+                .is_err()
+            {
+                return Ok(());
+            }
+        }
     }
 
     async fn call_tool(
@@ -591,7 +705,14 @@ impl ServerHandler for Connection {
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
         // The next call asks again. A session's own scope of the old roots
-        // goes away with its background processes once no call uses it.
-        self.state().scope = None;
+        // goes away with its background processes once no call uses it;
+        // what it had activated moves to the next one.
+        let mut state = self.state();
+        if let Some(Resolved::Ready(scope)) = state.scope.take() {
+            state.carried = scope.executor.activated();
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,6 +5,10 @@
 //! lookup -> validate -> access -> paths -> commands -> rules -> (approval)
 //!        -> run -> bound -> events, audit record
 //! ```
+//!
+//! Deferred tools (see `find_tools`) are not callable until
+//! `mcp_find_tools` activates them; from then on they are ordinary tools
+//! of this executor, through every stage above.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,15 +26,19 @@ use crate::audit::AuditSink;
 use crate::policy::Policy;
 use crate::rules::PermissionRules;
 use checks::strings_at;
+use find_tools::Catalogue;
 use names::KnownNames;
 use record::AuditTrail;
 
 mod ask;
 mod checks;
+mod deferred;
+mod find_tools;
 mod names;
 mod record;
 mod report;
 
+pub use find_tools::{FIND_TOOLS, FIND_TOOLS_LIMIT};
 pub use names::ExecutorBuildError;
 pub use report::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, CallError, CallResult, Explanation, Stage,
@@ -135,6 +143,9 @@ impl ExecutorBuilder {
             .also_known
             .iter()
             .cloned()
+            // Named in a deny list whether or not this configuration
+            // defers any tool.
+            .chain([FIND_TOOLS.to_owned()])
             .chain(standard.rules().iter().map(|r| r.pattern.clone()))
             .collect();
         let known = KnownNames::of(&self.registry, &also);
@@ -150,9 +161,10 @@ impl ExecutorBuilder {
     }
 
     /// The executor, without checking names (see
-    /// [`ExecutorBuilder::try_build`]).
+    /// [`ExecutorBuilder::try_build`]). When the registry has deferred
+    /// tools, it also gets [`FIND_TOOLS`], the tool that activates them.
     pub fn build(self) -> Executor {
-        Executor {
+        let mut executor = Executor {
             registry: self.registry,
             policy: self.policy.unwrap_or_default(),
             input_mode: self.input_mode,
@@ -162,7 +174,10 @@ impl ExecutorBuilder {
             approvals: self.approvals,
             audit: self.audit,
             output_dir: self.output_dir,
-        }
+            catalogue: None,
+        };
+        executor.install_find_tools();
+        executor
     }
 }
 
@@ -177,6 +192,8 @@ pub struct Executor {
     approvals: Option<Arc<dyn ApprovalChannel>>,
     audit: Vec<Arc<dyn AuditSink>>,
     output_dir: Option<PathBuf>,
+    /// The deferred tools this executor may activate, when it has any.
+    catalogue: Option<Arc<Catalogue>>,
 }
 
 /// A call that passed every check.
@@ -216,10 +233,14 @@ impl Executor {
         &self.policy
     }
 
-    /// Every tool, active and deferred, with whether it is active and why not.
+    /// Every tool, active and deferred, with whether it is active and why
+    /// not. An activated deferred tool is not `deferred` any more.
     pub fn tools(&self) -> Vec<ToolStatus> {
         let active = self.registry.active().map(|t| (t, false));
-        let deferred = self.registry.deferred().map(|t| (t, true));
+        let deferred = self
+            .registry
+            .deferred()
+            .map(|t| (t, !self.is_activated(&t.spec().name)));
         active
             .chain(deferred)
             .map(|(tool, deferred)| ToolStatus {
@@ -230,18 +251,33 @@ impl Executor {
             .collect()
     }
 
-    /// The names of the tools a caller can call now: active, not deferred,
-    /// and let through by the preset, the tool lists and the access policy
-    /// (what an MCP client's tool list shows). Did-you-mean hints come only
-    /// from these.
-    pub fn visible_names(&self) -> impl Iterator<Item = &str> {
+    /// The tools a caller can call now: active or activated, and let
+    /// through by the preset, the tool lists and the access policy (what
+    /// an MCP client's tool list shows), by name within each pool.
+    pub fn visible_tools(&self) -> impl Iterator<Item = &ToolSpec> {
+        let activated = self
+            .registry
+            .deferred()
+            .filter(|t| self.is_activated(&t.spec().name));
         self.registry
             .active()
-            .filter(|t| self.access(t.spec()) == Access::Active)
-            .map(|t| t.spec().name.as_str())
+            .chain(activated)
+            .map(RegisteredTool::spec)
+            .filter(|spec| self.access(spec) == Access::Active)
+    }
+
+    /// The names of [`Executor::visible_tools`]. Did-you-mean hints come
+    /// only from these.
+    pub fn visible_names(&self) -> impl Iterator<Item = &str> {
+        self.visible_tools().map(|spec| spec.name.as_str())
     }
 
     fn access(&self, spec: &ToolSpec) -> Access {
+        if spec.name == FIND_TOOLS
+            && let Some(catalogue) = &self.catalogue
+        {
+            return self.find_tools_access(catalogue);
+        }
         if let Some(preset) = self.preset
             && !spec.is_mcp()
             && !preset.contains(&spec.name)
@@ -303,7 +339,7 @@ impl Executor {
         trail: &mut AuditTrail,
     ) -> Result<CallResult, CallError> {
         let started = Instant::now();
-        let spec = self.registry.get(name).map(RegisteredTool::spec);
+        let spec = self.callable(name).map(RegisteredTool::spec);
         if let Some(spec) = spec {
             trail.tool(spec);
         }
@@ -388,7 +424,14 @@ impl Executor {
             }
         };
         let spec = tool.spec();
-        let found = format!("active tool, {}", spec.effect_class);
+        let found = if self.is_activated(&spec.name) {
+            format!(
+                "deferred tool activated by {FIND_TOOLS}, {}",
+                spec.effect_class
+            )
+        } else {
+            format!("active tool, {}", spec.effect_class)
+        };
         trace.record(Stage::Lookup, Ok((StageOutcome::Pass, found)));
         let args = match self.validate(tool, args) {
             Ok((args, detail)) => {
@@ -433,11 +476,13 @@ impl Executor {
     }
 
     fn lookup(&self, name: &str) -> Result<&RegisteredTool, CallError> {
-        if let Some(tool) = self.registry.get(name) {
+        if let Some(tool) = self.callable(name) {
             return Ok(tool);
         }
-        let hint = if self.registry.get_deferred(name).is_some() {
-            ": it is deferred; activate it with mcp_find_tools first".to_owned()
+        // A deferred tool the access layer refuses is not in the
+        // catalogue, and is as unknown here as it is to a search.
+        let hint = if self.catalogue.as_ref().is_some_and(|c| c.admits(name)) {
+            format!(": it is deferred; activate it with {FIND_TOOLS} first")
         } else {
             // Attack: probing a narrowed server (`--tools`, a preset, an
             // access list) with near-misses to learn the names it hides.

@@ -9,6 +9,10 @@
 //! - [`PermissionRules`]: allow, ask or deny by tool name, group or effect class.
 //! - [`ApprovalScope`] and [`scope_digest`]: what a person's yes or no covers.
 //! - [`AuditSink`]: where the one [`AuditRecord`] of every call goes.
+//! - [`FIND_TOOLS`]: the tool the [`Executor`] adds when its registry has
+//!   deferred tools, which finds them (BM25 over names and descriptions)
+//!   and activates at most [`FIND_TOOLS_LIMIT`] a search, only among those
+//!   the access layer admits.
 //!
 //! Deny always beats allow. These layers decide what an agent *may ask for*;
 //! they are defence in depth. The operating-system sandbox that runs the
@@ -33,7 +37,8 @@ pub use command::{
 };
 pub use executor::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, CallError, CallResult, Executor,
-    ExecutorBuilder, Explanation, Stage, StageOutcome, StageReport, ToolStatus,
+    ExecutorBuilder, Explanation, FIND_TOOLS, FIND_TOOLS_LIMIT, Stage, StageOutcome, StageReport,
+    ToolStatus,
 };
 pub use path::{PathPolicy, PathRules, PathVerdict};
 pub use policy::{Policy, PolicyPreset};

@@ -344,7 +344,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Some(runtime) => runtime.block_on(gateway::configured(&settings, &env))?,
         None => toolgate_mcp::gateway::Gateway::empty(),
     };
-    let executor = executor(&settings, &env, cli.demo, gate.as_ref(), &servers)?;
+    // A person at `toolgate call` names the tool: nothing is deferred there.
+    // The listings show what a model would see.
+    let defer = !matches!(command, Command::Call { .. });
+    let executor = executor(&settings, &env, cli.demo, gate.as_ref(), &servers, defer)?;
     // The policy resolves relative paths where the tools do.
     let cwd = sandbox::working_dir(&settings, &env);
     let agent = settings.agent.clone().unwrap_or_else(|| "cli".to_owned());
@@ -439,12 +442,17 @@ fn executor(
     demo: bool,
     gate: Option<&store::Gate>,
     servers: &toolgate_mcp::gateway::Gateway,
+    defer: bool,
 ) -> Result<Executor> {
     let mut registry = builtin_tools(settings, env)?;
     if demo {
         demo::register(&mut registry)?;
     }
-    servers.register_into(&mut registry, false)?;
+    // Above the threshold (0: always), external tools wait in the deferred
+    // pool behind mcp_find_tools, so a model's tool list stays small.
+    let threshold = settings.mcp_defer_threshold;
+    let defer = defer && (threshold == 0 || servers.tool_count() > threshold);
+    servers.register_into(&mut registry, defer)?;
     let mut builder = Executor::builder(registry)
         .policy(settings.policy.clone())
         .input_mode(settings.input_mode);

@@ -36,8 +36,15 @@ impl ScopeSource for ConfiguredScopes {
         let mut settings = self.settings.clone();
         settings.roots = roots.to_vec();
         let env = &self.env;
-        let executor = crate::executor(&settings, env, self.demo, Some(&self.gate), &self.servers)
-            .map_err(|e| format!("{e:#}"))?;
+        let executor = crate::executor(
+            &settings,
+            env,
+            self.demo,
+            Some(&self.gate),
+            &self.servers,
+            true,
+        )
+        .map_err(|e| format!("{e:#}"))?;
         Ok(Scope {
             executor,
             // The policy resolves relative paths where the tools do.

@@ -121,7 +121,7 @@ impl StreamableHttpClient for AuthedClient {
                 session_id.clone(),
                 header,
                 custom_headers.clone(),
-                limits.clone(),
+                limits,
             )
             .await;
         match first {

@@ -15,6 +15,7 @@ mod stdio_client;
 mod calls;
 mod config;
 mod conformance;
+mod deferred;
 mod http;
 mod oauth;
 mod pinning;
