@@ -660,9 +660,12 @@ fn resolve(
         mcp_servers::resolve(file.mcp_servers.clone().unwrap_or_default(), env, &origin)?;
     Ok(Settings {
         mcp_servers,
-        mcp_defer_threshold: file
-            .mcp_defer_threshold
-            .unwrap_or(mcp_servers::DEFAULT_DEFER_THRESHOLD),
+        mcp_defer_threshold: env_parsed(env, "TOOLGATE_MCP_DEFER_THRESHOLD", |v| {
+            v.parse::<usize>()
+                .map_err(|_| "expected a whole number of tools (0: always defer)".to_owned())
+        })?
+        .or(file.mcp_defer_threshold)
+        .unwrap_or(mcp_servers::DEFAULT_DEFER_THRESHOLD),
         preset,
         policy_preset,
         policy,

@@ -57,18 +57,27 @@ impl AuthedClient {
         }
     }
 
-    /// After a 401: a fresh token, or `None` when there is no flow to get
-    /// one (a static token stays wrong).
-    async fn refreshed(&self) -> Option<Result<String, StreamableHttpError<reqwest::Error>>> {
-        match &self.bearer {
-            Bearer::Oauth(cache) => Some(
-                cache
+    /// Runs `request` with the current bearer; after a 401, once more with
+    /// a freshly fetched token when there is a flow to get one (a static
+    /// token stays wrong, and its 401 is the answer).
+    async fn authorized<T, F, Fut>(
+        &self,
+        request: F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        let first = request(self.header().await?).await;
+        match (&first, &self.bearer) {
+            (Err(error), Bearer::Oauth(cache)) if unauthorized(error) => {
+                let token = cache
                     .token(true)
                     .await
-                    .map(|t| t.expose().to_owned())
-                    .map_err(|e| StreamableHttpError::UnexpectedServerResponse(Cow::Owned(e))),
-            ),
-            Bearer::None | Bearer::Static(_) => None,
+                    .map_err(|e| StreamableHttpError::UnexpectedServerResponse(Cow::Owned(e)))?;
+                request(Some(token.expose().to_owned())).await
+            }
+            _ => first,
         }
     }
 }
@@ -112,10 +121,8 @@ impl StreamableHttpClient for AuthedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let header = self.header().await?;
-        let first = self
-            .inner
-            .post_message_with_response_limits(
+        self.authorized(|header| {
+            self.inner.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
                 session_id.clone(),
@@ -123,25 +130,8 @@ impl StreamableHttpClient for AuthedClient {
                 custom_headers.clone(),
                 limits,
             )
-            .await;
-        match first {
-            Err(error) if unauthorized(&error) => match self.refreshed().await {
-                Some(token) => {
-                    self.inner
-                        .post_message_with_response_limits(
-                            uri,
-                            message,
-                            session_id,
-                            Some(token?),
-                            custom_headers,
-                            limits,
-                        )
-                        .await
-                }
-                None => Err(error),
-            },
-            other => other,
-        }
+        })
+        .await
     }
 
     async fn delete_session(
@@ -165,28 +155,16 @@ impl StreamableHttpClient for AuthedClient {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        let header = self.header().await?;
-        let first = self
-            .inner
-            .get_stream(
+        self.authorized(|header| {
+            self.inner.get_stream(
                 uri.clone(),
                 session_id.clone(),
                 last_event_id.clone(),
                 header,
                 custom_headers.clone(),
             )
-            .await;
-        match first {
-            Err(error) if unauthorized(&error) => match self.refreshed().await {
-                Some(token) => {
-                    self.inner
-                        .get_stream(uri, session_id, last_event_id, Some(token?), custom_headers)
-                        .await
-                }
-                None => Err(error),
-            },
-            other => other,
-        }
+        })
+        .await
     }
 }
 

@@ -145,18 +145,8 @@ impl McpServer {
     pub fn call(&mut self, tool: &str, arguments: Value) -> (String, Value) {
         let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
         let result = &response["result"];
-        let text = result["content"]
-            .as_array()
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|b| b["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
         assert_eq!(result["isError"], json!(false), "{tool}: {response}");
-        (text, result["structuredContent"].clone())
+        (text_of(&response), result["structuredContent"].clone())
     }
 
     /// The server's peak resident memory so far, in KiB (VmHWM).
@@ -175,6 +165,20 @@ impl Drop for McpServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The text parts of a `tools/call` response, joined by newlines.
+pub fn text_of(response: &Value) -> String {
+    response["result"]["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }
 
 /// Command lines of live processes containing `needle` (zombies have none).

@@ -28,7 +28,7 @@ fn names(listed: &Value) -> Vec<String> {
 
 #[test]
 fn above_the_threshold_tools_are_found_activated_and_announced() {
-    let s = Setup::new().with_servers(json!([many(40)]));
+    let s = Setup::new().deferring().with_servers(json!([many(40)]));
     let mut client = s.mcp();
     let listed = client.request("tools/list", json!({}));
     let before = names(&listed);
@@ -100,7 +100,7 @@ fn above_the_threshold_tools_are_found_activated_and_announced() {
 fn the_finder_offers_only_what_the_cap_admits_and_the_threshold_is_the_operators() {
     let mut server = many(40);
     server["tools"] = json!({"tool_000": {"effect_class": "read"}});
-    let s = Setup::new().with_servers(json!([server]));
+    let s = Setup::new().deferring().with_servers(json!([server]));
     s.user_config("[access]\ncap = \"read\"\n");
     let mut client = s.mcp();
     let (found, _) = client.call("mcp_find_tools", json!({"query": "weather tool"}));

@@ -30,6 +30,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use stdio_client::text_of;
 
 /// A required environment variable naming an installed peer.
 fn peer_path(var: &str) -> PathBuf {
@@ -96,6 +97,9 @@ struct Setup {
     base: tempfile::TempDir,
     root: PathBuf,
     servers: Option<Value>,
+    /// `TOOLGATE_MCP_DEFER_THRESHOLD`: high by default, so that a client
+    /// sees every external tool; `None` leaves the configuration's.
+    defer_threshold: Option<usize>,
 }
 
 impl Setup {
@@ -109,7 +113,14 @@ impl Setup {
             base,
             root,
             servers: None,
+            defer_threshold: Some(1000),
         }
+    }
+
+    /// The configured deferral applies (default: above 10 external tools).
+    fn deferring(mut self) -> Setup {
+        self.defer_threshold = None;
+        self
     }
 
     /// Servers given as `TOOLGATE_MCP_SERVERS`.
@@ -134,6 +145,9 @@ impl Setup {
         let mut cmd = common::toolgate(self.base(), &self.root);
         if let Some(servers) = &self.servers {
             cmd.env("TOOLGATE_MCP_SERVERS", servers.to_string());
+        }
+        if let Some(threshold) = self.defer_threshold {
+            cmd.env("TOOLGATE_MCP_DEFER_THRESHOLD", threshold.to_string());
         }
         cmd.args(args);
         cmd
@@ -239,20 +253,6 @@ fn everything_http(transport: &str) -> (Peer, u16) {
     };
     let (peer, _) = start_peer(cmd, ready);
     (peer, port)
-}
-
-/// The text of a `tools/call` response.
-fn text_of(response: &Value) -> String {
-    response["result"]["content"]
-        .as_array()
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 #[test]
