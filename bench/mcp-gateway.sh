@@ -13,6 +13,9 @@
 #   echo      `echo {"message": "bench"}`, median (p50) of CALLS calls
 #   sum       `get-sum {"a": 2, "b": 40}`, median of CALLS calls
 #   added     gateway p50 - direct p50 (target: under 0.3 ms)
+#   pipeline  what toolgate's pipeline and audit record cost any call: a
+#             built-in no-op (`--demo`, demo_echo) minus a bare ping, both
+#             through `toolgate mcp`; added minus this is the forwarding
 #   memory    VmHWM of `toolgate mcp` with 0, 1 and SERVERS connected
 #             servers (the servers' own processes not counted): the memory
 #             per connected server is (with SERVERS - with 0) / SERVERS
@@ -42,13 +45,18 @@ export HOME="$work/home" XDG_CONFIG_HOME="$work/home/.config"
 python3 - "$work" "$calls" <<'PY'
 import json, sys
 work, calls = sys.argv[1], int(sys.argv[2])
+ping = {"key": "ping", "method": "ping", "calls": calls, "warmup": 20}
+noop = {"key": "noop", "tool": "demo_echo", "args": {"text": "bench"}, "calls": calls,
+        "warmup": 20, "expect": ["bench"]}
+with open(f"{work}/pipeline.json", "w") as f:
+    json.dump({"measurements": [ping, noop]}, f)
 def w(name, prefix):
     echo = {"key": "echo", "tool": prefix + "echo", "args": {"message": "bench"},
             "calls": calls, "warmup": 20, "expect": ["Echo: bench"]}
     total = {"key": "sum", "tool": prefix + "get-sum", "args": {"a": 2, "b": 40},
              "calls": calls, "warmup": 20, "expect": ["42"]}
     with open(f"{work}/{name}.json", "w") as f:
-        json.dump({"measurements": [echo, total]}, f)
+        json.dump({"measurements": [ping, echo, total]}, f)
 w("direct", "")
 w("gateway", "mcp__everything__")
 with open(f"{work}/idle.json", "w") as f:
@@ -74,7 +82,9 @@ client() { # name, workload, server argv...
 }
 
 client direct direct "$node" "$everything" stdio
-TOOLGATE_MCP_SERVERS="$(servers_json 1)" client gateway gateway "$toolgate" mcp
+# Every tool listed: the bench calls them by name, without a search first.
+TOOLGATE_MCP_DEFER_THRESHOLD=1000 TOOLGATE_MCP_SERVERS="$(servers_json 1)" client gateway gateway "$toolgate" mcp
+TOOLGATE_MCP_SERVERS='[]' client pipeline pipeline "$toolgate" --demo mcp
 TOOLGATE_MCP_SERVERS='[]' client idle0 idle "$toolgate" mcp
 TOOLGATE_MCP_SERVERS="$(servers_json 1)" client idle1 idle "$toolgate" mcp
 TOOLGATE_MCP_SERVERS="$(servers_json "$servers")" client idleN idle "$toolgate" mcp
@@ -82,7 +92,7 @@ TOOLGATE_MCP_SERVERS="$(servers_json "$servers")" client idleN idle "$toolgate" 
 python3 - "$work" "$servers" <<'PY'
 import json, sys
 work, n = sys.argv[1], int(sys.argv[2])
-r = {k: json.load(open(f"{work}/{k}.out")) for k in ["direct", "gateway", "idle0", "idle1", "idleN"]}
+r = {k: json.load(open(f"{work}/{k}.out")) for k in ["direct", "gateway", "pipeline", "idle0", "idle1", "idleN"]}
 for k, v in r.items():
     if v["errors"]:
         print(f"FAILED {k}: {v['errors']}")
@@ -93,6 +103,14 @@ for key in ["echo", "sum"]:
     d = r["direct"]["results"][key]["median"] * 1e3
     g = r["gateway"]["results"][key]["median"] * 1e3
     print(f"| {key} p50 | {d:.3f} ms | {g:.3f} ms | {g - d:+.3f} ms | {g / d:.2f}x |")
+p50 = lambda run, key: r[run]["results"][key]["median"] * 1e3
+d, g = p50("direct", "ping"), p50("gateway", "ping")
+print(f"| ping p50 (no tool) | {d:.3f} ms | {g:.3f} ms | {g - d:+.3f} ms | {g / d:.2f}x |")
+pipeline = p50("pipeline", "noop") - p50("pipeline", "ping")
+added = p50("gateway", "echo") - p50("direct", "echo")
+print()
+print(f"toolgate's pipeline and audit record on any call (built-in no-op minus ping): {pipeline:.3f} ms; "
+      f"the forwarding itself (echo added minus that): {added - pipeline:+.3f} ms")
 m0, m1, mn = (r[k]["vmhwm_kb"] for k in ["idle0", "idle1", "idleN"])
 print()
 print("| toolgate mcp peak RSS | KiB |")
