@@ -339,3 +339,67 @@ fn many_client_sessions_share_one_server_process_and_leave_none() {
         processes_with(&marker)
     );
 }
+
+#[test]
+fn a_name_two_servers_would_share_is_refused_naming_both() {
+    // `mcp__x__y__echo` is tool `y__echo` of server `x` and tool `echo` of
+    // server `x__y`: the second one met is refused, not silently shadowed.
+    let s = Setup::new();
+    let file = s.base().join("tools.json");
+    std::fs::write(
+        &file,
+        json!([{"name": "y__echo", "description": "Echoes.",
+                "inputSchema": {"type": "object", "properties": {}}}])
+        .to_string(),
+    )
+    .unwrap();
+    let s = s.with_servers(json!([
+        {"name": "x", "kind": "stdio", "command": crate::python(),
+         "args": [crate::python_peer("changing.py"), "--tools", file]},
+        everything("x__y", "x"),
+    ]));
+    let o = s.run(&["tools"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "tool `echo` of MCP server `x__y` is refused: its name mcp__x__y__echo is already \
+             taken by tool `y__echo` of MCP server `x`"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = s.run(&["call", "mcp__x__y__echo", "{}"]);
+    assert_eq!(stdout(&o), "called y__echo with {}\n", "{}", stderr(&o));
+}
+
+#[test]
+fn a_server_that_never_answers_is_skipped_after_its_connect_timeout() {
+    let marker = unique("gw-mute-");
+    let s = Setup::new().with_servers(json!([
+        // Reads stdin and never answers: a hung server.
+        {"name": "mute", "kind": "stdio", "command": "/bin/sh",
+         "args": ["-c", format!("cat >/dev/null; : {marker}")], "connect_timeout": 1},
+        everything("everything", "x"),
+    ]));
+    let o = s.run(&[
+        "call",
+        "mcp__everything__echo",
+        r#"{"message": "still here"}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Echo: still here\n");
+    assert!(
+        stderr(&o).contains(
+            "MCP server `mute` (stdio) is skipped: no answer within the connect timeout of 1 s"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    // The hung process was not left behind.
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "{:?}",
+        processes_with(&marker)
+    );
+}
