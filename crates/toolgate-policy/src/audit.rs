@@ -18,6 +18,11 @@ pub trait AuditSink: Send + Sync {
     /// (`tracing::warn`); it never changes the call's result: the call
     /// already ran.
     async fn record(&self, record: &AuditRecord) -> Result<(), String>;
+
+    /// Waits until every record handed to [`AuditSink::record`] so far is
+    /// written (a sink that writes in the background; the default writes
+    /// nothing later). Surfaces call it before they exit.
+    async fn flush(&self) {}
 }
 
 /// What one call did, as the audit log keeps it.

@@ -419,6 +419,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }));
             let result = runtime.block_on(executor.call(&tool, args, &ctx));
+            // The record is written in the background: before exiting.
+            if let Some(gate) = &gate {
+                runtime.block_on(gate.audit.flush());
+            }
             render::call_result(&tool, result, json)
         }
         Command::Prompt { json, session } => {

@@ -120,8 +120,13 @@ impl Exposure {
 
 /// The server over the configured scopes. The store is opened first: an
 /// unreachable store stops the start, before any client connects.
-async fn server(mut settings: Settings, env: Environment, demo: bool) -> Result<McpServer> {
+async fn server(
+    mut settings: Settings,
+    env: Environment,
+    demo: bool,
+) -> Result<(McpServer, Arc<dyn toolgate_policy::AuditSink>)> {
     let gate = crate::store::gate(&settings).await?;
+    let audit = gate.audit.clone();
     crate::config::protect_store_files(&mut settings);
     let mut notices = crate::sandbox::server_notices(&settings, &env)?;
     for notice in &notices {
@@ -141,10 +146,11 @@ async fn server(mut settings: Settings, env: Environment, demo: bool) -> Result<
         servers: Arc::new(servers),
     };
     let server = McpServer::new(Arc::new(scopes)).map_err(anyhow::Error::msg)?;
-    Ok(match agent {
+    let server = match agent {
         Some(agent) => server.with_agent(agent),
         None => server,
-    })
+    };
+    Ok((server, audit))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -158,8 +164,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// `toolgate mcp`.
 pub fn stdio(settings: Settings, env: Environment, demo: bool) -> Result<ExitCode> {
     let runtime = runtime()?;
-    let server = runtime.block_on(server(settings, env, demo))?;
+    let (server, audit) = runtime.block_on(server(settings, env, demo))?;
     let served = runtime.block_on(toolgate_mcp::serve_stdio(server));
+    runtime.block_on(audit.flush());
     stop(runtime);
     served?;
     Ok(ExitCode::SUCCESS)
@@ -201,7 +208,7 @@ pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> R
         options.extra_hosts.push(host.to_string());
     }
     let runtime = runtime()?;
-    let server = runtime.block_on(server(settings, env, demo))?;
+    let (server, audit) = runtime.block_on(server(settings, env, demo))?;
     let served = runtime.block_on(toolgate_mcp::serve_http(server, options, |addr| {
         if !addr.ip().is_loopback() {
             eprintln!(
@@ -215,6 +222,7 @@ pub fn http(settings: Settings, env: Environment, demo: bool, flags: Serve) -> R
         // Tests and scripts read this line for the port (with --port 0).
         eprintln!("toolgate: serving MCP at http://{addr}/mcp ({told})");
     }));
+    runtime.block_on(audit.flush());
     stop(runtime);
     served?;
     eprintln!("toolgate: stopped");

@@ -267,6 +267,8 @@ async fn store_audit_is_the_executors_sink(db: Db) {
             .await
             .unwrap();
     }
+    // Written in the background, in order; flush waits for all of them.
+    sink.flush().await;
     let entries = db
         .store
         .audit(&tenant("team"), &AuditFilter::default())
