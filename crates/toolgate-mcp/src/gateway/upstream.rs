@@ -321,16 +321,21 @@ async fn connect(
             let guard = AbortOnDrop(spawned.task);
             let mut exited = spawned.exited;
             let service = tokio::select! {
-                service = client.serve(spawned.transport) => {
-                    service.map_err(|e| format!("initialize failed: {e}"))?
-                }
+                service = client.serve(spawned.transport) => match service {
+                    Ok(service) => service,
+                    Err(e) => {
+                        // A process that could not start, or ended, closes
+                        // its stdin a moment before its end is told: the
+                        // end says why (the missing program), the closed
+                        // pipe does not.
+                        return Err(match tokio::time::timeout(EXIT_GRACE, &mut exited).await {
+                            Ok(Ok(end)) => before_initialize(end),
+                            _ => format!("initialize failed: {e}"),
+                        });
+                    }
+                },
                 end = &mut exited => {
-                    let end = end.unwrap_or_else(|_| "ended".to_owned());
-                    return Err(if end.starts_with("could not") {
-                        format!("the server {end}")
-                    } else {
-                        format!("the server process {end} before it initialized")
-                    });
+                    return Err(before_initialize(end.unwrap_or_else(|_| "ended".to_owned())));
                 }
             };
             Ok(Connection {
@@ -353,6 +358,18 @@ async fn connect(
                 pid: None,
             })
         }
+    }
+}
+
+/// How long a failed handshake waits to learn how the process ended.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Why a process ended before its handshake finished.
+fn before_initialize(end: String) -> String {
+    if end.starts_with("could not") {
+        format!("the server {end}")
+    } else {
+        format!("the server process {end} before it initialized")
     }
 }
 
