@@ -10,12 +10,16 @@
 //! - Pins of external MCP tools: the first definition seen of each tool,
 //!   and the changes a person has to review before a changed tool is
 //!   used again ([`Store::check_tool_pins`]).
+//! - The catalogue's records: registered tools and their pins, what the
+//!   first install of each pin resolved, the gates' policies per tenant and
+//!   every install and run ([`Store::register_catalog_tool`] and the rest).
 //! - [`StoreApprovals`] is the approval gate (toolgate-policy's
 //!   `ApprovalChannel`) over a store; [`StoreAudit`] its `AuditSink`.
 //!
 //! This crate is not the policy: which calls ask is decided by
 //! toolgate-policy's rules; this crate only remembers the answers.
 
+mod catalog;
 mod error;
 mod gate;
 mod model;
@@ -27,6 +31,7 @@ mod store;
 
 use std::sync::Arc;
 
+pub use catalog::{CatalogRun, CatalogState, CatalogTool, Registered};
 pub use error::StoreError;
 pub use gate::{ApprovalSettings, StoreApprovals};
 pub use model::{

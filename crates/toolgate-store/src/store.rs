@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use toolgate_policy::AuditRecord;
 
+use crate::catalog::{CatalogRun, CatalogState, CatalogTool, Registered};
 use crate::error::StoreError;
 use crate::model::{
     Answer, Decided, Filed, Grant, NewRequest, Refusal, Request, RequestFilter, Spend, SpendFor,
@@ -132,6 +133,84 @@ pub trait Store: Send + Sync {
         digest: &str,
         by: &str,
     ) -> Result<ToolChange, StoreError>;
+
+    /// Registers a catalogue tool's manifest under `pin` (the digest of
+    /// what an install fetches): a new tool is shelved; a changed pin
+    /// shelves it again, whatever it was; other changes keep its state.
+    async fn register_catalog_tool(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        manifest: &serde_json::Value,
+        pin: &str,
+    ) -> Result<Registered, StoreError>;
+
+    /// Catalogue tools by id: one (`Some(id)`, none or one row) or all.
+    async fn catalog_tools(
+        &self,
+        tenant: &Tenant,
+        id: Option<&str>,
+    ) -> Result<Vec<CatalogTool>, StoreError>;
+
+    /// Sets a tool's state, only while its pin is still `pin` (an install
+    /// of an old pin finishing late changes nothing). Whether it did.
+    async fn set_catalog_state(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        pin: &str,
+        state: CatalogState,
+        install_dir: Option<&str>,
+        last_error: Option<&str>,
+    ) -> Result<bool, StoreError>;
+
+    /// Removes a tool; what it was, if it was there.
+    async fn remove_catalog_tool(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+    ) -> Result<Option<CatalogTool>, StoreError>;
+
+    /// What the first install of `pin` resolved, if one was recorded.
+    async fn catalog_lock(
+        &self,
+        tenant: &Tenant,
+        pin: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError>;
+
+    /// Records what an install of `pin` resolved, unless a record exists:
+    /// the record that stays (the first).
+    async fn record_catalog_lock(
+        &self,
+        tenant: &Tenant,
+        pin: &str,
+        record: &serde_json::Value,
+    ) -> Result<serde_json::Value, StoreError>;
+
+    /// The tenant's install and execute gate policies, if it has its own.
+    async fn catalog_policies(
+        &self,
+        tenant: &Tenant,
+    ) -> Result<Option<(String, String)>, StoreError>;
+
+    /// Sets the tenant's gate policies.
+    async fn set_catalog_policies(
+        &self,
+        tenant: &Tenant,
+        install: &str,
+        execute: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Records one install, health check or run.
+    async fn record_catalog_run(&self, tenant: &Tenant, run: &CatalogRun)
+    -> Result<(), StoreError>;
+
+    /// Recorded runs, oldest first: of one tool, or all.
+    async fn catalog_runs(
+        &self,
+        tenant: &Tenant,
+        tool_id: Option<&str>,
+    ) -> Result<Vec<CatalogRun>, StoreError>;
 }
 
 /// One stored audit record.

@@ -24,6 +24,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tool pins",
         include_str!("../../migrations/0002_tool_pins.sql"),
     ),
+    (
+        3,
+        "catalogue",
+        include_str!("../../migrations/0003_catalog.sql"),
+    ),
 ];
 
 /// The advisory lock key of toolgate's migrations (any constant; this one

@@ -5,6 +5,7 @@
 
 mod approvals;
 mod audit;
+mod catalog;
 mod migrate;
 mod pins;
 
@@ -332,5 +333,95 @@ impl Store for SqlStore {
     ) -> Result<crate::ToolChange, StoreError> {
         self.reject_tool_change_impl(tenant, server, tool, digest, by)
             .await
+    }
+
+    async fn register_catalog_tool(
+        &self,
+        tenant: &crate::Tenant,
+        id: &str,
+        manifest: &serde_json::Value,
+        pin: &str,
+    ) -> Result<crate::Registered, StoreError> {
+        self.register_catalog_tool_impl(tenant, id, manifest, pin)
+            .await
+    }
+
+    async fn catalog_tools(
+        &self,
+        tenant: &crate::Tenant,
+        id: Option<&str>,
+    ) -> Result<Vec<crate::CatalogTool>, StoreError> {
+        self.catalog_tools_impl(tenant, id).await
+    }
+
+    async fn set_catalog_state(
+        &self,
+        tenant: &crate::Tenant,
+        id: &str,
+        pin: &str,
+        state: crate::CatalogState,
+        install_dir: Option<&str>,
+        last_error: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        self.set_catalog_state_impl(tenant, id, pin, state, install_dir, last_error)
+            .await
+    }
+
+    async fn remove_catalog_tool(
+        &self,
+        tenant: &crate::Tenant,
+        id: &str,
+    ) -> Result<Option<crate::CatalogTool>, StoreError> {
+        self.remove_catalog_tool_impl(tenant, id).await
+    }
+
+    async fn catalog_lock(
+        &self,
+        tenant: &crate::Tenant,
+        pin: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        self.catalog_lock_impl(tenant, pin).await
+    }
+
+    async fn record_catalog_lock(
+        &self,
+        tenant: &crate::Tenant,
+        pin: &str,
+        record: &serde_json::Value,
+    ) -> Result<serde_json::Value, StoreError> {
+        self.record_catalog_lock_impl(tenant, pin, record).await
+    }
+
+    async fn catalog_policies(
+        &self,
+        tenant: &crate::Tenant,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        self.catalog_policies_impl(tenant).await
+    }
+
+    async fn set_catalog_policies(
+        &self,
+        tenant: &crate::Tenant,
+        install: &str,
+        execute: &str,
+    ) -> Result<(), StoreError> {
+        self.set_catalog_policies_impl(tenant, install, execute)
+            .await
+    }
+
+    async fn record_catalog_run(
+        &self,
+        tenant: &crate::Tenant,
+        run: &crate::CatalogRun,
+    ) -> Result<(), StoreError> {
+        self.record_catalog_run_impl(tenant, run).await
+    }
+
+    async fn catalog_runs(
+        &self,
+        tenant: &crate::Tenant,
+        tool_id: Option<&str>,
+    ) -> Result<Vec<crate::CatalogRun>, StoreError> {
+        self.catalog_runs_impl(tenant, tool_id).await
     }
 }

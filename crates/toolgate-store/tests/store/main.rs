@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod catalog;
 mod common;
 mod concurrency;
 mod gate;
