@@ -30,9 +30,14 @@ pub struct CatalogConfig {
     pub defaults: GatePolicies,
     /// The youngest release an install accepts (default 7 days).
     pub min_release_age: Duration,
-    /// Where registries' release dates are asked (tests point it at a
-    /// registry of their own).
+    /// Where registries' release dates are asked.
     pub registries: crate::release::Registries,
+    /// Paths a run may not change where they lie in its working directory
+    /// (toolgate's own configuration files).
+    pub protect: Vec<PathBuf>,
+    /// Paths a run may not see where they lie in its working directory
+    /// (toolgate's state and data directories, the store's files).
+    pub conceal: Vec<PathBuf>,
 }
 
 impl CatalogConfig {
@@ -43,6 +48,8 @@ impl CatalogConfig {
             defaults: GatePolicies::default(),
             min_release_age: Duration::from_secs(7 * 24 * 3600),
             registries: crate::release::Registries::default(),
+            protect: Vec::new(),
+            conceal: Vec::new(),
         }
     }
 }

@@ -230,10 +230,20 @@ impl Catalog {
         let sandbox = self.sandbox(&[]).map_err(|s| s.reason)?;
         let (path, dir) = self.bin_path(manifest, install_dir, bin)?;
         let mut spec = SandboxSpec::default().network(NetworkMode::None);
-        // A working directory that exists inside the sandbox: the tool's
-        // own (bound read-only), else the root.
-        spec.cwd = dir.clone().unwrap_or_else(|| PathBuf::from("/"));
-        spec.read_only_paths.extend(dir);
+        // A working directory that exists inside the sandbox, bound
+        // read-only: the tool's install, or (an image tool) an empty
+        // directory of its own.
+        let cwd = match dir {
+            Some(dir) => dir,
+            None => {
+                let empty = self.tool_dir(&manifest.id);
+                std::fs::create_dir_all(&empty)
+                    .map_err(|e| format!("cannot create {}: {e}", empty.display()))?;
+                empty
+            }
+        };
+        spec.cwd.clone_from(&cwd);
+        spec.read_only_paths.push(cwd);
         let mut argv = vec![path.display().to_string()];
         argv.extend(bin.health_check_args.iter().cloned());
         let mut command = SandboxCommand::new(argv)
@@ -356,6 +366,16 @@ impl Catalog {
             NetworkMode::Proxy
         });
         spec.read_only_paths.extend(dir);
+        // toolgate's own files inside the working directory: its
+        // configuration read-only, its state, data and store unseen (an
+        // agent's tool could otherwise approve its own calls).
+        let inside = |p: &&PathBuf| p.starts_with(&workdir);
+        spec.write_deny
+            .extend(self.config.protect.iter().filter(inside).cloned());
+        spec.write_deny
+            .extend(self.config.conceal.iter().filter(inside).cloned());
+        spec.read_deny
+            .extend(self.config.conceal.iter().filter(inside).cloned());
         let mut argv = vec![path.display().to_string()];
         argv.extend(request.argv.iter().cloned());
         let timeout = manifest

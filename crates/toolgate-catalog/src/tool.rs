@@ -16,8 +16,7 @@ use crate::catalog::{Caller, Catalog, Entry, OutcomeKind};
 use crate::gate;
 use crate::run::{MAX_ARG_BYTES, MAX_ARGS, RunReport, RunRequest};
 
-/// The group of every catalogue tool.
-pub const CATALOG_GROUP: &str = "group:catalog";
+pub use toolgate_policy::access::CATALOG_GROUP;
 
 /// The agent tool of one installed catalogue tool.
 pub struct CatalogRunTool {

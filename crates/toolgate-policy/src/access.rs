@@ -13,6 +13,11 @@ use toolgate_core::{EffectClass, ToolSpec};
 /// The group every tool of an external MCP server belongs to.
 pub const MCP_GROUP: &str = "group:mcp";
 
+/// The group of the catalogue's tools (`catalog__<id>`, `catalog_install`).
+/// Known whether or not any is installed, so that an access list or a rule
+/// may name it ahead of the tools.
+pub const CATALOG_GROUP: &str = "group:catalog";
+
 /// Allow and deny lists plus an optional effect-class cap.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -207,7 +207,7 @@ pub enum PlanError {
     )]
     NoEgressSocket,
     /// The working directory is not inside a root.
-    #[error("working directory `{}` is not inside a writable root", path.display())]
+    #[error("working directory `{}` is not inside a writable root or a read-only path", path.display())]
     CwdOutsideRoots {
         /// The cwd.
         path: PathBuf,
@@ -365,7 +365,14 @@ fn check_spec(spec: &SandboxSpec, host: &dyn HostView) -> Result<(), PlanError> 
             return Err(PlanError::RootMissing { path: root.clone() });
         }
     }
-    if !spec.writable_roots.iter().any(|r| spec.cwd.starts_with(r)) {
+    // The working directory must exist inside the sandbox: in a root, or
+    // in a read-only path (a health check writes nowhere).
+    if !spec
+        .writable_roots
+        .iter()
+        .chain(&spec.read_only_paths)
+        .any(|r| spec.cwd.starts_with(r))
+    {
         return Err(PlanError::CwdOutsideRoots {
             path: spec.cwd.clone(),
         });

@@ -22,6 +22,7 @@ use toolgate_sandbox::{BackendChoice, FilesystemRules, RootMap};
 pub const PROJECT_FILE: &str = toolgate_sandbox::CONFIG_FILE_NAME;
 
 pub mod approvals;
+pub mod catalog;
 mod environment;
 mod layers;
 pub mod limits;
@@ -31,6 +32,7 @@ pub mod trust;
 mod untrusted;
 
 use approvals::{ApprovalDefaults, ApprovalsSection, IdentitySection, StoreSection, StoreUrl};
+use catalog::{CatalogDefaults, CatalogSection};
 pub use environment::Environment;
 use layers::{build_policy, filesystem_rules, resolve_roots};
 use limits::LimitsSection;
@@ -90,6 +92,8 @@ pub struct ConfigFile {
     /// Above this many external tools they are found with `mcp_find_tools`
     /// instead of listed (0: always).
     pub mcp_defer_threshold: Option<usize>,
+    /// The catalogue's gates and minimum release age.
+    pub catalog: Option<CatalogSection>,
 }
 
 /// `[serve]`: MCP over Streamable HTTP.
@@ -265,6 +269,8 @@ pub struct Settings {
     pub store: StoreUrl,
     /// `[approvals]` over the defaults.
     pub approvals: ApprovalDefaults,
+    /// `[catalog]` over the defaults.
+    pub catalog: CatalogDefaults,
     /// The agent's name (`--agent`, `[identity] agent`); without it, the MCP
     /// client's name, else the surface's caller name.
     pub agent: Option<String>,
@@ -506,6 +512,7 @@ fn merge(layers: Vec<(ConfigFile, PathBuf)>) -> Option<Merged> {
                         identity: file.identity.or(low.identity),
                         mcp_servers,
                         mcp_defer_threshold: file.mcp_defer_threshold.or(low.mcp_defer_threshold),
+                        catalog: file.catalog.or(low.catalog),
                     },
                     base_dir,
                     origin: path,
@@ -693,6 +700,7 @@ fn resolve(
         serve: file.serve.clone().unwrap_or_default(),
         store,
         approvals: ApprovalDefaults::from_section(file.approvals.as_ref()),
+        catalog: CatalogDefaults::from_section(file.catalog.as_ref()),
         agent,
         only_tools: None,
         notes,

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod catalog;
 mod config;
 mod demo;
 mod gateway;
@@ -185,6 +186,12 @@ enum Command {
         #[command(flatten)]
         args: audit::AuditArgs,
     },
+    /// The governed catalogue of command-line tools: add, list, show,
+    /// install, run, health, remove, image, policy.
+    Catalog {
+        #[command(subcommand)]
+        command: catalog::CatalogCommand,
+    },
     /// The external MCP servers of the configuration: list (state,
     /// transport, tool count, last error) and test NAME.
     McpServers {
@@ -323,6 +330,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Approvals { command } => return approvals::run(command, &settings, &env),
         Command::Audit { command, args } => return audit::run(command, args, &settings),
         Command::McpServers { command } => return gateway::run(command, &settings, &env),
+        Command::Catalog { command } => return catalog::run(command, &settings, &env),
         other => other,
     };
     // `call` opens the store first: an unreachable one stops it here.
@@ -330,13 +338,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let (call_runtime, gate) = match &command {
         Command::Call { .. } => {
             let runtime = runtime()?;
-            let gate = runtime.block_on(store::gate(&settings))?;
+            let mut gate = runtime.block_on(store::gate(&settings))?;
+            runtime.block_on(catalog::attach(&mut gate, &settings, &env))?;
             config::protect_store_files(&mut settings);
             (Some(runtime), Some(gate))
         }
-        Command::Tools { .. } | Command::Policy { .. } | Command::Prompt { .. } => {
-            (Some(runtime()?), None)
+        Command::Tools { .. } => {
+            // The listing shows the catalogue's tools too, when there is a
+            // store to read them from; nothing is called through it.
+            let runtime = runtime()?;
+            let gate = match store::existing(&settings) {
+                true => {
+                    let mut gate = runtime.block_on(store::gate(&settings))?;
+                    runtime.block_on(catalog::attach(&mut gate, &settings, &env))?;
+                    Some(gate)
+                }
+                false => None,
+            };
+            (Some(runtime), gate)
         }
+        Command::Policy { .. } | Command::Prompt { .. } => (Some(runtime()?), None),
         _ => (None, None),
     };
     // The external servers' tools, for the commands that show or run tools.
@@ -359,6 +380,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         | Command::Approvals { .. }
         | Command::Audit { .. }
         | Command::McpServers { .. }
+        | Command::Catalog { .. }
         | Command::Trust { .. } => {
             unreachable!("handled above")
         }
@@ -457,6 +479,9 @@ fn executor(
     let threshold = settings.mcp_defer_threshold;
     let defer = defer && (threshold == 0 || servers.tool_count() > threshold);
     servers.register_into(&mut registry, defer)?;
+    if let Some(shelf) = gate.and_then(|g| g.shelf.as_ref()) {
+        shelf.register_into(&mut registry)?;
+    }
     let mut builder = Executor::builder(registry)
         .policy(settings.policy.clone())
         .input_mode(settings.input_mode);
@@ -571,7 +596,7 @@ fn parse_args(raw: &str) -> Result<Value> {
     Ok(value)
 }
 
-fn call_id() -> String {
+pub(crate) fn call_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())

@@ -125,7 +125,8 @@ async fn server(
     env: Environment,
     demo: bool,
 ) -> Result<(McpServer, Arc<dyn toolgate_policy::AuditSink>)> {
-    let gate = crate::store::gate(&settings).await?;
+    let mut gate = crate::store::gate(&settings).await?;
+    crate::catalog::attach(&mut gate, &settings, &env).await?;
     let audit = gate.audit.clone();
     crate::config::protect_store_files(&mut settings);
     let mut notices = crate::sandbox::server_notices(&settings, &env)?;

@@ -27,6 +27,8 @@ pub struct Opened {
 pub struct Gate {
     pub approvals: Arc<dyn ApprovalChannel>,
     pub audit: Arc<dyn AuditSink>,
+    /// The catalogue's tools, once read ([`crate::catalog::attach`]).
+    pub shelf: Option<Arc<crate::catalog::Shelf>>,
 }
 
 impl Gate {
@@ -49,6 +51,7 @@ impl Gate {
         Gate {
             approvals: Arc::new(approvals),
             audit: Arc::new(audit),
+            shelf: None,
         }
     }
 }
@@ -58,6 +61,14 @@ impl Gate {
 pub async fn gate(settings: &Settings) -> Result<Gate> {
     let opened = open(settings).await?;
     Ok(Gate::new(&opened, settings))
+}
+
+/// Whether the configured store exists already (a PostgreSQL is taken to).
+pub fn existing(settings: &Settings) -> bool {
+    match &settings.store {
+        StoreUrl::Sqlite(path) => path.exists(),
+        StoreUrl::Postgres(_) => true,
+    }
 }
 
 /// The backend of the configured store.

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use toolgate_core::suggest::did_you_mean;
 use toolgate_core::{EffectClass, Registry, ToolSpec};
 
-use crate::access::MCP_GROUP;
+use crate::access::{CATALOG_GROUP, MCP_GROUP};
 use crate::approval::ApprovalScope;
 use crate::policy::Policy;
 use crate::rules::{CLASS_PREFIX, PermissionRule, RULE_PATTERN_SYNTAX};
@@ -71,7 +71,7 @@ impl KnownNames {
             .chain(registry.deferred())
             .map(|tool| tool.spec());
         let mut names: BTreeSet<String> = also.iter().cloned().collect();
-        let mut groups = BTreeSet::from([MCP_GROUP.to_string()]);
+        let mut groups = BTreeSet::from([MCP_GROUP.to_string(), CATALOG_GROUP.to_string()]);
         let mut scripted = Vec::new();
         let mut registered = BTreeSet::new();
         for spec in specs {
@@ -93,7 +93,13 @@ impl KnownNames {
 
     /// Checks one entry of a list of tools and groups.
     pub(super) fn check(&self, origin: &str, entry: &str) -> Result<(), ExecutorBuildError> {
-        if entry.starts_with("mcp__") || self.names.contains(entry) || self.groups.contains(entry) {
+        // External and catalogue tools come and go with their servers and
+        // installs: a list may name them ahead of time.
+        if entry.starts_with("mcp__")
+            || entry.starts_with("catalog__")
+            || self.names.contains(entry)
+            || self.groups.contains(entry)
+        {
             return Ok(());
         }
         if entry.starts_with("group:") {

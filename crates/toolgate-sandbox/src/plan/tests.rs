@@ -332,7 +332,7 @@ fn specs_that_cannot_work_are_refused() {
         ),
         (
             SandboxSpec::for_root("/w").cwd("/etc"),
-            "working directory `/etc` is not inside a writable root",
+            "working directory `/etc` is not inside a writable root or a read-only path",
         ),
     ];
     for (spec, expected) in cases {

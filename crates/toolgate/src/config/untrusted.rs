@@ -144,6 +144,13 @@ pub fn restrict(project: ConfigFile, base: &ConfigFile) -> Restricted {
             super::approvals::restrict_approvals(approvals, base.approvals.as_ref(), &mut ignored);
         file.approvals = Some(section);
     }
+    if let Some(catalog) = project.catalog {
+        file.catalog = Some(super::catalog::restrict(
+            catalog,
+            base.catalog.as_ref(),
+            &mut ignored,
+        ));
+    }
     super::approvals::restrict_store_and_identity(project.store, project.identity, &mut ignored);
     for server in project.mcp_servers.unwrap_or_default() {
         ignored.push(format!(

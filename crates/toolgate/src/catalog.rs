@@ -1,0 +1,576 @@
+//! `toolgate catalog`: the governed catalogue from a terminal, and the
+//! shelf whose tools every surface offers agents (`catalog__<id>` for each
+//! installed tool, `catalog_install` for the rest).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use toolgate_catalog::{
+    Caller, Catalog, CatalogConfig, CatalogInstallTool, CatalogRunTool, Entry, GatePolicy,
+    InstallReport, Manifest, OutcomeKind, RunReport, RunRequest, SandboxFactory,
+};
+use toolgate_core::{CallContext, Registry};
+use toolgate_sandbox::proxy::{ConnectionRecord, SystemResolver};
+use toolgate_sandbox::{BackendChoice, Sandbox, SandboxConfig};
+use toolgate_store::CatalogState;
+
+use crate::STAGE2_COMMAND;
+use crate::config::{Environment, Settings};
+
+/// `toolgate catalog`.
+#[derive(Debug, clap::Subcommand)]
+pub enum CatalogCommand {
+    /// Register the manifests of FILEs (TOML, or JSON by extension): a new
+    /// pin (source, package, version, bins) makes a tool not installed.
+    Add {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The shelf: every tool with its pin, risk, network and state.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One tool: its manifest, state and recorded installs and runs.
+    Show {
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install a tool (or, for apt and binary-path tools, verify that the
+    /// image holds it) through the install gate.
+    Install {
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a bin of an installed tool through the execute gate:
+    /// `toolgate catalog run jq -- -r .name package.json`.
+    Run {
+        id: String,
+        /// Which bin (may be left out when the tool has one).
+        bin: Option<String>,
+        /// The working directory, the only writable place (default: the
+        /// current directory; it must lie in a root).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Pass toolgate's standard input to the tool.
+        #[arg(long)]
+        stdin: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The tool's arguments, after `--`.
+        #[arg(last = true)]
+        argv: Vec<String>,
+    },
+    /// Run an installed tool's health checks.
+    Health {
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a tool and its installed files.
+    Remove {
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The image manifest of the shelf (deterministic JSON), or the
+    /// `apt-get install` line, or a Dockerfile fragment.
+    Image {
+        /// Print the `apt-get install -y --no-install-recommends` line.
+        #[arg(long, conflicts_with = "dockerfile")]
+        apt_fragment: bool,
+        /// Print a Dockerfile fragment that installs the whole shelf.
+        #[arg(long)]
+        dockerfile: bool,
+    },
+    /// The tenant's gate policies (deny, approval, allow_safe, allow_all);
+    /// with --install or --execute, set them in the store (they override
+    /// [catalog] in toolgate.toml).
+    Policy {
+        #[arg(long, value_name = "POLICY")]
+        install: Option<GatePolicy>,
+        #[arg(long, value_name = "POLICY")]
+        execute: Option<GatePolicy>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The data directory's place for installed tools.
+fn catalog_dir(env: &Environment) -> PathBuf {
+    env.data_dir().join("catalog")
+}
+
+/// Builds each install's and run's sandbox: bubblewrap, with an egress
+/// allowlist of exactly the domains asked for (none: no network). A
+/// configuration that chooses another backend gets no sandbox, and the
+/// catalogue says its tools are unavailable.
+fn sandboxes(settings: &Settings, env: &Environment) -> Result<SandboxFactory> {
+    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
+    let state_dir = env.state_dir();
+    let limits = settings.limits.clone();
+    let backend = settings.backend;
+    Ok(Arc::new(move |allow: &[String]| {
+        if !matches!(backend, BackendChoice::Auto | BackendChoice::Bwrap) {
+            return Err(format!(
+                "the configuration chooses the {backend} backend ([sandbox] backend)"
+            ));
+        }
+        let mut config = SandboxConfig::new(exe.clone(), state_dir.clone())
+            .backend(BackendChoice::Bwrap)
+            .stage2_prefix([STAGE2_COMMAND])
+            .limits(limits.clone());
+        if !allow.is_empty() {
+            let rules = toolgate_sandbox::egress::EgressRules::new(allow, &[] as &[String])
+                .map_err(|e| format!("the egress allowlist {allow:?}: {e}"))?;
+            let records: toolgate_sandbox::proxy::EventSink = Arc::new(|r: ConnectionRecord| {
+                if !r.allowed {
+                    eprintln!(
+                        "toolgate: catalogue: egress refused: {}:{} ({})",
+                        r.host, r.port, r.reason
+                    );
+                }
+            });
+            config = config.egress(rules, Arc::new(SystemResolver), records);
+        }
+        Sandbox::new(config).map_err(|e| e.to_string())
+    }))
+}
+
+/// The catalogue of this configuration over an opened store.
+pub fn catalog(
+    settings: &Settings,
+    env: &Environment,
+    opened: &crate::store::Opened,
+    gate: &crate::store::Gate,
+) -> Result<Catalog> {
+    let mut config = CatalogConfig::new(catalog_dir(env));
+    config.defaults = settings.catalog.policies;
+    config.min_release_age = settings.catalog.min_release_age;
+    config.protect.clone_from(&settings.own_files);
+    config.conceal = vec![env.state_dir(), env.data_dir()];
+    config.conceal.extend(crate::config::store_files(settings));
+    Ok(Catalog::new(
+        opened.store.clone(),
+        opened.tenant.clone(),
+        Some(gate.approvals.clone()),
+        sandboxes(settings, env)?,
+        config,
+    ))
+}
+
+/// The catalogue's agent tools, read from the store at start: one tool per
+/// installed catalogue tool, and `catalog_install` while any is shelved.
+#[derive(Clone)]
+pub struct Shelf {
+    catalog: Arc<Catalog>,
+    entries: Vec<Entry>,
+}
+
+impl Shelf {
+    /// Reads the shelf of the configured store.
+    pub async fn open(
+        settings: &Settings,
+        env: &Environment,
+        gate: &crate::store::Gate,
+    ) -> Result<Shelf> {
+        let opened = crate::store::open(settings).await?;
+        let catalog = Arc::new(catalog(settings, env, &opened, gate)?);
+        let entries = catalog.list().await?;
+        Ok(Shelf { catalog, entries })
+    }
+
+    /// Registers the agent tools.
+    pub fn register_into(&self, registry: &mut Registry) -> Result<()> {
+        let mut shelved = Vec::new();
+        for entry in &self.entries {
+            if entry.state == CatalogState::Installed {
+                let tool = CatalogRunTool::new(entry, self.catalog.clone());
+                registry.register(Arc::new(tool))?;
+            } else {
+                shelved.push(entry.clone());
+            }
+        }
+        if !shelved.is_empty() {
+            let tool = CatalogInstallTool::new(&shelved, self.catalog.clone());
+            registry.register(Arc::new(tool))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the shelf into `gate`, so that executors built over it offer the
+/// catalogue's tools. A store that does not exist yet (a SQLite file never
+/// created) has no shelf, and is not created for this.
+pub async fn attach(
+    gate: &mut crate::store::Gate,
+    settings: &Settings,
+    env: &Environment,
+) -> Result<()> {
+    if !crate::store::existing(settings) {
+        return Ok(());
+    }
+    gate.shelf = Some(Arc::new(Shelf::open(settings, env, gate).await?));
+    Ok(())
+}
+
+/// `toolgate catalog ...`.
+pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> Result<ExitCode> {
+    if let CatalogCommand::Image {
+        apt_fragment,
+        dockerfile,
+    } = &command
+    {
+        let runtime = crate::runtime()?;
+        let catalog = runtime.block_on(open(settings, env))?;
+        let manifests: Vec<Manifest> = runtime
+            .block_on(catalog.list())?
+            .into_iter()
+            .map(|e| e.manifest)
+            .collect();
+        let text = if *apt_fragment {
+            toolgate_catalog::image::apt_fragment(&manifests)
+        } else if *dockerfile {
+            toolgate_catalog::image::dockerfile(&manifests)
+        } else {
+            toolgate_catalog::image::manifest_json(&manifests)
+        }
+        .map_err(anyhow::Error::msg)?;
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = crate::runtime()?;
+    let catalog = runtime.block_on(open(settings, env))?;
+    let agent = settings.agent.clone().unwrap_or_else(|| "cli".to_owned());
+    let cwd = crate::sandbox::working_dir(settings, env);
+    let ctx = CallContext::new(crate::call_id(), agent, cwd.clone())
+        .with_roots(settings.roots.clone())
+        .with_progress(toolgate_core::Progress::new(|line: &str| {
+            if line.starts_with("waiting for approval") {
+                eprintln!("toolgate: {line}");
+            }
+        }));
+    let caller = Caller { ctx };
+    let mut out = std::io::stdout().lock();
+    match command {
+        CatalogCommand::Image { .. } => unreachable!("handled above"),
+        CatalogCommand::Add { files, json } => {
+            let mut manifests = Vec::new();
+            for file in &files {
+                let text = std::fs::read_to_string(file)
+                    .with_context(|| format!("cannot read {}", file.display()))?;
+                manifests.extend(toolgate_catalog::manifest::parse_file(file, &text)?);
+            }
+            let done = runtime.block_on(catalog.add(&manifests))?;
+            if json {
+                let rows: Vec<Value> = done
+                    .iter()
+                    .map(|(id, r)| json!({"id": id, "registered": r}))
+                    .collect();
+                writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+            } else {
+                for (id, registered) in &done {
+                    let what = match registered {
+                        toolgate_store::Registered::Added => "added (not installed)",
+                        toolgate_store::Registered::Unchanged => "unchanged",
+                        toolgate_store::Registered::Updated => "updated (pin unchanged)",
+                        toolgate_store::Registered::Repinned => {
+                            "re-pinned: not installed until installed again"
+                        }
+                    };
+                    writeln!(out, "{id}: {what}")?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CatalogCommand::List { json } => {
+            let entries = runtime.block_on(catalog.list())?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&entries)?)?;
+            } else if entries.is_empty() {
+                writeln!(
+                    out,
+                    "the catalogue is empty: add tools with `toolgate catalog add FILE`"
+                )?;
+            } else {
+                let rows: Vec<[String; 6]> = entries.iter().map(list_row).collect();
+                let header = ["id", "source", "pin", "risk", "network", "state"].map(String::from);
+                crate::approvals::table(&mut out, &header, &rows)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CatalogCommand::Show { id, json } => {
+            let entry = runtime.block_on(catalog.get(&id))?;
+            let runs = runtime.block_on(catalog.runs(Some(&id)))?;
+            if json {
+                let value = json!({"tool": entry, "runs": runs});
+                writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+            } else {
+                let m = &entry.manifest;
+                writeln!(out, "{} ({}): {}", m.id, m.name, m.description)?;
+                writeln!(out, "source   {}", pin_text(m))?;
+                writeln!(out, "state    {}", entry.state.as_str())?;
+                if let Some(dir) = &entry.install_dir {
+                    writeln!(out, "files    {dir}")?;
+                }
+                if let Some(error) = &entry.last_error {
+                    writeln!(out, "error    {error}")?;
+                }
+                writeln!(out, "risk     {}, effect class {}", m.risk, m.effect_class)?;
+                writeln!(out, "network  {}", network_text(m))?;
+                for bin in &m.bins {
+                    writeln!(out, "bin      {} = {}", bin.name, bin.bin)?;
+                }
+                for run in runs.iter().rev().take(10) {
+                    writeln!(
+                        out,
+                        "{}  {} {} {}{}",
+                        crate::store::time(run.started_ms),
+                        run.kind,
+                        run.outcome,
+                        run.bin.as_deref().unwrap_or_default(),
+                        run.exit_code
+                            .map(|c| format!(" exit {c}"))
+                            .unwrap_or_default()
+                    )?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CatalogCommand::Install { id, json } => {
+            let report = runtime.block_on(install(&catalog, &id, &caller, json))?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            } else {
+                writeln!(out, "{}: {}", report.outcome.as_str(), report.detail)?;
+                for health in &report.health {
+                    writeln!(
+                        out,
+                        "health {}: {}",
+                        health.bin,
+                        if health.healthy {
+                            &health.detail
+                        } else {
+                            "FAILED"
+                        }
+                    )?;
+                }
+            }
+            Ok(outcome_code(report.outcome, 0))
+        }
+        CatalogCommand::Run {
+            id,
+            bin,
+            workdir,
+            stdin,
+            json,
+            argv,
+        } => {
+            let workdir = match workdir {
+                Some(dir) => env.cwd.join(dir),
+                None => cwd,
+            };
+            let workdir = std::fs::canonicalize(&workdir)
+                .with_context(|| format!("the working directory {}", workdir.display()))?;
+            if !settings.roots.iter().any(|r| workdir.starts_with(r)) {
+                bail!(
+                    "the working directory {} lies outside the workspace roots ({}); pass --root or --workdir",
+                    workdir.display(),
+                    settings
+                        .roots
+                        .iter()
+                        .map(|r| r.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let stdin = if stdin {
+                let mut bytes = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut bytes)
+                    .context("cannot read standard input")?;
+                Some(bytes)
+            } else {
+                None
+            };
+            let request = RunRequest {
+                bin,
+                argv,
+                workdir,
+                stdin,
+            };
+            let report = runtime.block_on(catalog.run(&id, request, &caller))?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            } else {
+                print_run(&mut out, &report)?;
+            }
+            Ok(outcome_code(report.outcome, report.exit_code.unwrap_or(1)))
+        }
+        CatalogCommand::Health { id, json } => {
+            let checks = runtime.block_on(catalog.health(&id))?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&checks)?)?;
+            } else {
+                for h in &checks {
+                    let state = if h.healthy { "healthy" } else { "UNHEALTHY" };
+                    writeln!(out, "{}: {state}: {}", h.bin, h.detail)?;
+                }
+            }
+            Ok(if checks.iter().all(|h| h.healthy) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        CatalogCommand::Remove { id, json } => {
+            let entry = runtime.block_on(catalog.remove(&id))?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&entry)?)?;
+            } else {
+                writeln!(out, "removed {id}")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CatalogCommand::Policy {
+            install,
+            execute,
+            json,
+        } => {
+            let (mut policies, mut own) = runtime.block_on(catalog.policies())?;
+            if install.is_some() || execute.is_some() {
+                policies.install = install.unwrap_or(policies.install);
+                policies.execute = execute.unwrap_or(policies.execute);
+                runtime.block_on(catalog.set_policies(policies))?;
+                own = true;
+            }
+            let source = if own {
+                "the tenant's, in the store"
+            } else {
+                "[catalog] in the configuration"
+            };
+            if json {
+                let value = json!({"install": policies.install, "execute": policies.execute, "source": if own { "store" } else { "config" }});
+                writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+            } else {
+                writeln!(out, "install  {}", policies.install)?;
+                writeln!(out, "execute  {}", policies.execute)?;
+                writeln!(out, "({source})")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn open(settings: &Settings, env: &Environment) -> Result<Catalog> {
+    let opened = crate::store::open(settings).await?;
+    let gate = crate::store::Gate::new(&opened, settings);
+    catalog(settings, env, &opened, &gate)
+}
+
+/// An install with its steps on stderr: a spinner on a terminal, plain
+/// lines otherwise (and none with --json).
+async fn install(
+    catalog: &Catalog,
+    id: &str,
+    caller: &Caller,
+    json: bool,
+) -> Result<InstallReport> {
+    let terminal = std::io::stderr().is_terminal() && !json;
+    let bar = terminal.then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    });
+    let shown = bar.clone();
+    let say = move |line: &str| match &shown {
+        Some(bar) => bar.set_message(line.to_owned()),
+        None if !json => eprintln!("toolgate: {line}"),
+        None => {}
+    };
+    let report = catalog.install(id, caller, &say).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(report?)
+}
+
+/// Exit codes: the tool's own when it ran; 3 blocked (a person was
+/// asked), 4 denied, 5 unavailable, 1 failed.
+fn outcome_code(outcome: OutcomeKind, ran: i32) -> ExitCode {
+    match outcome {
+        OutcomeKind::Ran => ExitCode::from(u8::try_from(ran.clamp(0, 255)).unwrap_or(1)),
+        OutcomeKind::Blocked => ExitCode::from(3),
+        OutcomeKind::Denied => ExitCode::from(4),
+        OutcomeKind::Unavailable => ExitCode::from(5),
+        OutcomeKind::Failed => ExitCode::from(1),
+    }
+}
+
+fn print_run(out: &mut impl Write, report: &RunReport) -> Result<()> {
+    if report.outcome != OutcomeKind::Ran {
+        eprintln!(
+            "toolgate: {}: {}",
+            report.outcome.as_str(),
+            report.reason.as_deref().unwrap_or_default()
+        );
+        return Ok(());
+    }
+    out.write_all(report.stdout.as_bytes())?;
+    std::io::stderr().write_all(report.stderr.as_bytes())?;
+    if report.stdout_truncated || report.stderr_truncated {
+        eprintln!("toolgate: output cut at the tool's output_bytes limit");
+    }
+    if report.timed_out {
+        eprintln!("toolgate: the tool ran past its timeout and was stopped");
+    } else if let Some(signal) = report.signal {
+        eprintln!("toolgate: the tool was killed by signal {signal}");
+    }
+    Ok(())
+}
+
+fn pin_text(m: &Manifest) -> String {
+    match &m.package {
+        Some(p) => format!("{} {} {}", m.source_kind, p.name, p.version),
+        None => m.source_kind.to_string(),
+    }
+}
+
+fn network_text(m: &Manifest) -> String {
+    match &m.network {
+        toolgate_catalog::manifest::Network::None => "none".to_owned(),
+        toolgate_catalog::manifest::Network::Allow(domains) => domains.join(", "),
+    }
+}
+
+fn list_row(e: &Entry) -> [String; 6] {
+    let m = &e.manifest;
+    [
+        m.id.clone(),
+        m.source_kind.to_string(),
+        m.package
+            .as_ref()
+            .map(|p| format!("{} {}", p.name, p.version))
+            .unwrap_or_else(|| "-".to_owned()),
+        m.risk.to_string(),
+        network_text(m),
+        e.state.as_str().to_owned(),
+    ]
+}
