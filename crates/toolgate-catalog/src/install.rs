@@ -63,6 +63,9 @@ pub struct InstallReport {
     /// The health checks after the install.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<Health>,
+    /// Whether this install put the files there (not another, earlier one).
+    #[serde(skip)]
+    fresh: bool,
 }
 
 impl InstallReport {
@@ -76,6 +79,7 @@ impl InstallReport {
             install_dir: None,
             resolved: None,
             health: Vec::new(),
+            fresh: false,
         }
     }
 }
@@ -186,12 +190,24 @@ impl Catalog {
         let grant = self
             .pass(Action::Install, manifest, question, caller)
             .await?;
+        // Held until the tool is marked installed: another install waiting
+        // on it then finds the tool installed, and never sweeps away a
+        // directory whose health check is still running.
+        let _lock = if manifest.source_kind.is_fetched() {
+            let path = self.tool_dir(id).with_extension("lock");
+            Some(InstallLock::take(path).await.map_err(Stopped::failed)?)
+        } else {
+            None
+        };
         let mut report = if manifest.source_kind.is_fetched() {
             self.fetch(manifest, pin, &sandbox, say).await?
         } else {
             self.verify_image(manifest, say).await?
         };
         report.approval_id = grant;
+        if !report.fresh {
+            return Ok(report);
+        }
         // The health checks of the installed tool; a failing one fails
         // the install (a tool that cannot say its version is not usable).
         let dir = report.install_dir.clone().map(PathBuf::from);
@@ -318,12 +334,13 @@ impl Catalog {
         Ok(InstallReport {
             outcome: OutcomeKind::Ran,
             detail: format!("`{}` is in the image", manifest.id),
+            fresh: true,
             ..InstallReport::stopped(&manifest.id, Stopped::failed(""))
         })
     }
 
-    /// Fetches a registry tool into a new directory of its own, under the
-    /// tool's lock.
+    /// Fetches a registry tool into a new directory of its own; the caller
+    /// holds the tool's lock.
     async fn fetch(
         &self,
         manifest: &Manifest,
@@ -333,9 +350,6 @@ impl Catalog {
     ) -> Result<InstallReport, Stopped> {
         let id = &manifest.id;
         let tool_dir = self.tool_dir(id);
-        let _lock = InstallLock::take(tool_dir.with_extension("lock"))
-            .await
-            .map_err(Stopped::failed)?;
         // Another install may have finished while this one waited.
         let entry = self
             .get(id)
@@ -370,6 +384,7 @@ impl Catalog {
                 detail: format!("installed `{id}` into {}", dir.display()),
                 install_dir: Some(dir.display().to_string()),
                 resolved: Some(resolved),
+                fresh: true,
                 ..InstallReport::stopped(id, Stopped::failed(""))
             }),
             Err(stopped) => {

@@ -1,0 +1,370 @@
+//! Runs: under bubblewrap, argv only, writable only the working directory,
+//! no network unless the manifest lists domains, the manifest's limits
+//! applied; and the attacks on a run's bin and arguments.
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+/// An image tool running /bin/sh with `extra` manifest lines.
+fn shell(id: &str, extra: &str) -> String {
+    format!(
+        "id = \"{id}\"\ndescription = \"shell\"\nsource_kind = \"binary-path\"\nrisk = \"low\"\n{extra}\n\
+         [[bins]]\nname = \"sh\"\nbin = \"/bin/sh\"\nhealth_check_args = [\"-c\", \"true\"]\n"
+    )
+}
+
+fn installed(s: &Shelf, id: &str, manifest: &str) {
+    s.add(id, manifest);
+    s.expect(0, &["catalog", "install", id]);
+}
+
+#[test]
+fn a_run_writes_only_its_working_directory_and_sees_nothing_of_the_home() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    installed(&s, "sh", SH);
+    let secret = s.write("home/secret.txt", "the user's secret");
+    let outside = s.dir.path().join("outside.txt");
+    let script = format!(
+        "echo made > made.txt; (echo x > '{o}') 2>/dev/null; cat '{secret}' 2>/dev/null; \
+         cat ../home/secret.txt 2>/dev/null; echo done",
+        o = outside.display(),
+        secret = secret.display()
+    );
+    let out = s.expect(0, &["catalog", "run", "sh", "--", "-c", &script]);
+    assert_eq!(out, "done\n");
+    assert_eq!(
+        std::fs::read_to_string(s.project().join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert!(
+        !exists(&outside),
+        "a run wrote outside its working directory"
+    );
+    // toolgate's own files inside the working directory are read-only and
+    // the store is out of sight.
+    s.write("project/toolgate.toml", "");
+    let out = s.expect(
+        0,
+        &[
+            "catalog",
+            "run",
+            "sh",
+            "--",
+            "-c",
+            "echo '[catalog]' > toolgate.toml 2>/dev/null; echo tried",
+        ],
+    );
+    assert_eq!(out, "tried\n");
+    assert_eq!(
+        std::fs::read_to_string(s.project().join("toolgate.toml")).unwrap(),
+        ""
+    );
+    // A working directory outside the roots is refused before anything runs.
+    let o = s.run(&[
+        "catalog",
+        "run",
+        "sh",
+        "--workdir",
+        "..",
+        "--",
+        "-c",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("lies outside the workspace roots"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_tool_without_network_cannot_reach_it_and_one_with_an_allowlist_reaches_only_that() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    let curl = |id: &str, network: &str| {
+        format!(
+            "id = \"{id}\"\ndescription = \"curl\"\nsource_kind = \"binary-path\"\nrisk = \"low\"\n{network}\n\
+             [[bins]]\nname = \"curl\"\nbin = \"/usr/bin/curl\"\nhealth_check_args = [\"--version\"]\n"
+        )
+    };
+    installed(&s, "offline", &curl("offline", ""));
+    let o = s.run(&[
+        "catalog",
+        "run",
+        "offline",
+        "--json",
+        "--",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "https://pypi.org/simple/",
+    ]);
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(run["outcome"], "ran");
+    assert_ne!(run["exit_code"], 0, "{run:#}");
+    assert!(
+        run["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Could not resolve host"),
+        "{run:#}"
+    );
+    installed(
+        &s,
+        "online",
+        &curl("online", "network = { allow = [\"pypi.org\"] }"),
+    );
+    let reached = s.run(&[
+        "catalog",
+        "run",
+        "online",
+        "--",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "https://pypi.org/simple/",
+    ]);
+    assert_eq!(reached.status.code(), Some(0), "{}", stderr(&reached));
+    assert_eq!(stdout(&reached), "200");
+    let refused = s.run(&[
+        "catalog",
+        "run",
+        "online",
+        "--",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "https://files.pythonhosted.org/",
+    ]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(
+        stderr(&refused).contains("egress refused: files.pythonhosted.org:443"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn a_tool_over_its_limits_is_stopped() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    installed(&s, "few", &shell("few", "limits = { processes = 8 }"));
+    let o = s.run(&[
+        "catalog",
+        "run",
+        "few",
+        "--json",
+        "--",
+        "-c",
+        "for i in $(seq 40); do sleep 3 & done; wait",
+    ]);
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        run["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Resource temporarily unavailable")
+            || run["stderr"].as_str().unwrap().contains("fork"),
+        "{run:#}"
+    );
+    installed(&s, "small", &shell("small", "limits = { memory_mb = 64 }"));
+    let o = s.run(&[
+        "catalog",
+        "run",
+        "small",
+        "--json",
+        "--",
+        "-c",
+        "exec python3 -c 'b = bytearray(512 * 1024 * 1024); print(len(b))'",
+    ]);
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_ne!(run["exit_code"], 0, "{run:#}");
+    assert!(
+        !run["stdout"].as_str().unwrap().contains("536870912"),
+        "{run:#}"
+    );
+    installed(
+        &s,
+        "brief",
+        &shell(
+            "brief",
+            "limits = { timeout_seconds = 1, output_bytes = 1000 }",
+        ),
+    );
+    let o = s.run(&[
+        "catalog",
+        "run",
+        "brief",
+        "--json",
+        "--",
+        "-c",
+        "head -c 5000 /dev/zero | tr '\\0' a; sleep 30",
+    ]);
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&run["timed_out"], &run["stdout_truncated"]),
+        (&Value::from(true), &Value::from(true)),
+        "{run:#}"
+    );
+    assert!(run["stdout"].as_str().unwrap().len() <= 1000);
+    assert!(run["duration_ms"].as_u64().unwrap() < 20_000, "{run:#}");
+}
+
+#[test]
+fn arguments_with_a_nul_byte_too_many_or_too_long_are_refused_before_anything_runs() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    installed(&s, "sh", SH);
+    let many: Vec<String> = (0..129).map(|i| i.to_string()).collect();
+    let mut args = vec!["catalog", "run", "sh", "--"];
+    args.extend(many.iter().map(String::as_str));
+    let o = s.run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("129 arguments; at most 128 are accepted"),
+        "{}",
+        stderr(&o)
+    );
+    let long = "x".repeat(4097);
+    let o = s.run(&["catalog", "run", "sh", "--", "-c", &long]);
+    assert!(
+        stderr(&o).contains("argument 2 is 4097 bytes; at most 4096"),
+        "{}",
+        stderr(&o)
+    );
+    // Through the agent tool, a NUL byte in an argument.
+    let o = s.run(&[
+        "call",
+        "catalog__sh",
+        r#"{"argv": ["-c", "echo a\u0000b"]}"#,
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stdout(&o).contains("argument 2 holds a NUL byte")
+            || stderr(&o).contains("argument 2 holds a NUL byte"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let runs = s.json(0, &["catalog", "show", "sh", "--json"])["runs"].clone();
+    assert!(
+        runs.as_array().unwrap().iter().all(|r| r["kind"] != "run"),
+        "{runs:#}"
+    );
+}
+
+#[test]
+fn a_bin_that_leads_out_of_its_install_is_refused() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    // In the manifest: refused when it is added.
+    let escaping = COWSAY.replace(
+        "[[bins]]\nname = \"cowsay\"\n",
+        "[[bins]]\nname = \"cowsay\"\nbin = \"../../bin/sh\"\n",
+    );
+    let file = s.write("manifests/escape.toml", &escaping);
+    let o = s.run(&["catalog", "add", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("escape.toml: tool `cowsay`: field `bins[0].bin`: expected a path inside the tool's install directory"),
+        "{}",
+        stderr(&o)
+    );
+    // In the package: a bin that is a symlink out of the install.
+    s.add("cowsay", COWSAY);
+    s.expect(0, &["catalog", "install", "cowsay"]);
+    let dir = s.install_dirs("cowsay").remove(0);
+    let bin = dir.join("node_modules/.bin/cowsay");
+    std::fs::remove_file(&bin).unwrap();
+    std::os::unix::fs::symlink("/bin/sh", &bin).unwrap();
+    let o = s.run(&["catalog", "run", "cowsay", "--", "-c", "echo escaped"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("escaped"));
+    assert!(
+        stderr(&o).contains("leads to /usr/bin/dash, outside the tool's install directory")
+            || stderr(&o).contains("outside the tool's install directory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn agents_reach_the_catalogue_through_the_executor() {
+    let s = Shelf::new();
+    s.policy("approval", "allow_safe");
+    s.add("sh", SH);
+    s.add("cowsay", COWSAY);
+    // Shelved tools: only catalog_install is offered.
+    let tools = s.json(0, &["tools", "--json"]);
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("catalog"))
+        .collect();
+    assert_eq!(names, ["catalog_install"]);
+    // An agent asks for an install: blocked until a person approves.
+    let o = s.run(&["call", "catalog_install", r#"{"id": "sh"}"#, "--json"]);
+    let result: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    let text = result.to_string();
+    assert!(text.contains("blocked"), "{text}");
+    let pending = s.json(0, &["approvals", "list", "--json"]);
+    let id = pending[0]["id"].as_str().unwrap().to_owned();
+    s.approve(&id);
+    let o = s.run(&["call", "catalog_install", r#"{"id": "sh"}"#]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    // Installed: the tool is offered with its class and group.
+    let tools = s.json(0, &["tools", "--json"]);
+    let sh = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "catalog__sh")
+        .unwrap_or_else(|| panic!("{tools:#}"))
+        .clone();
+    assert_eq!(
+        (&sh["effect_class"], &sh["group"]),
+        (
+            &Value::from("mutate-irreversible"),
+            &Value::from("group:catalog")
+        ),
+        "{sh:#}"
+    );
+    let o = s.run(&[
+        "call",
+        "catalog__sh",
+        r#"{"argv": ["-c", "echo from the agent"]}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("from the agent\n[exit 0"),
+        "{}",
+        stdout(&o)
+    );
+    // Access applies as to any tool: a deny of the group hides it.
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "[approvals]\nwait = \"1s\"\n[access]\ndeny = [\"group:catalog\"]\n",
+    );
+    let o = s.run(&["call", "catalog__sh", r#"{"argv": ["-c", "echo no"]}"#]);
+    assert_ne!(o.status.code(), Some(0));
+    // And every agent call is in the audit log.
+    let audit = s.json(0, &["audit", "--json"]);
+    let calls: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["tool"].as_str())
+        .collect();
+    assert!(
+        calls.contains(&"catalog__sh") && calls.contains(&"catalog_install"),
+        "{calls:?}"
+    );
+}
