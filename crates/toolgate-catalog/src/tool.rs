@@ -107,12 +107,21 @@ impl ToolHandler for CatalogRunTool {
                 ));
             }
         };
-        let workdir = workdir(&args, ctx);
-        // Writable is only the working directory, and only inside a root.
-        if !ctx.roots.iter().any(|root| workdir.starts_with(root)) {
+        let asked = workdir(&args, ctx);
+        // Writable is only the working directory, and only inside a root:
+        // compared once every `..` and symlink is resolved (`../x` or a
+        // link out of the root starts with the root as written).
+        let workdir = std::fs::canonicalize(&asked).map_err(|e| {
+            ToolError::InvalidArguments(format!("workdir {}: {e}", asked.display()))
+        })?;
+        let inside = ctx
+            .roots
+            .iter()
+            .any(|root| std::fs::canonicalize(root).is_ok_and(|root| workdir.starts_with(root)));
+        if !inside {
             return Err(ToolError::InvalidArguments(format!(
                 "workdir {} is outside the workspace roots",
-                workdir.display()
+                asked.display()
             )));
         }
         let request = RunRequest {

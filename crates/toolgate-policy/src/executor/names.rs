@@ -293,7 +293,7 @@ mod tests {
             ),
             (
                 error(tools(&["group:fss"])),
-                "unknown group `group:fss` in --tools; did you mean `group:fs`? (the groups are: group:fs, group:mcp, group:search, group:web)",
+                "unknown group `group:fss` in --tools; did you mean `group:fs`? (the groups are: group:catalog, group:fs, group:mcp, group:search, group:web)",
             ),
             (
                 error(tools(&["kubectl"])),
@@ -305,7 +305,7 @@ mod tests {
             ),
             (
                 error(with_policy(access(&[], &["group:serch"]))),
-                "unknown group `group:serch` in [access] deny; did you mean `group:search`? (the groups are: group:fs, group:mcp, group:search, group:web)",
+                "unknown group `group:serch` in [access] deny; did you mean `group:search`? (the groups are: group:catalog, group:fs, group:mcp, group:search, group:web)",
             ),
             (
                 error(with_policy(rules(&["wirte"]))),

@@ -11,7 +11,7 @@ fn parse_err(text: &str) -> String {
 fn errors_name_the_file_line_and_what_is_expected() {
     assert_eq!(
         parse_err("policy = \"standard\"\nsurprise = 1\n"),
-        "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`, `limits`, `tools`, `network`, `serve`, `store`, `approvals`, `identity`, `mcp_servers`, `mcp_defer_threshold`"
+        "/p/toolgate.toml:2:1: unknown field `surprise`, expected one of `preset`, `policy`, `strict_tool_input`, `roots`, `root_aliases`, `output_dir`, `access`, `paths`, `commands`, `resources`, `rules`, `sandbox`, `limits`, `tools`, `network`, `serve`, `store`, `approvals`, `identity`, `mcp_servers`, `mcp_defer_threshold`, `catalog`"
     );
     assert_eq!(
         parse_err("policy = \"lenient\"\n"),

@@ -6,6 +6,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/stdio_client.rs"]
+mod stdio_client;
 
 mod gates;
 mod installs;

@@ -348,6 +348,16 @@ fn agents_reach_the_catalogue_through_the_executor() {
         "{}",
         stdout(&o)
     );
+    // A working directory out of the roots, by `..` or by a symlink, is
+    // refused: nothing is written there.
+    std::os::unix::fs::symlink(s.dir.path(), s.project().join("up")).unwrap();
+    std::fs::create_dir_all(s.project().join("sub")).unwrap();
+    for workdir in ["..", "up", "sub/../.."] {
+        let args = format!(r#"{{"workdir": "{workdir}", "argv": ["-c", "echo x > escaped"]}}"#);
+        let o = s.run(&["call", "catalog__sh", &args]);
+        assert_ne!(o.status.code(), Some(0), "{workdir}: {}", stdout(&o));
+        assert!(!exists(&s.dir.path().join("escaped")), "{workdir}");
+    }
     // Access applies as to any tool: a deny of the group hides it.
     s.write(
         "home/.config/toolgate/config.toml",
@@ -367,4 +377,67 @@ fn agents_reach_the_catalogue_through_the_executor() {
         calls.contains(&"catalog__sh") && calls.contains(&"catalog_install"),
         "{calls:?}"
     );
+}
+
+#[test]
+fn the_catalogue_runs_nothing_under_a_backend_weaker_than_bubblewrap() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    installed(&s, "sh", SH);
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "[approvals]\nwait = \"1s\"\n[sandbox]\nbackend = \"landlock\"\n",
+    );
+    let run = s.json(
+        5,
+        &["catalog", "run", "sh", "--json", "--", "-c", "echo ran"],
+    );
+    assert_eq!(run["outcome"], "unavailable");
+    assert!(
+        run["reason"].as_str().unwrap().contains(
+            "the catalogue needs bubblewrap: the configuration chooses the landlock backend"
+        ),
+        "{run:#}"
+    );
+    assert_eq!(run["stdout"], "");
+}
+
+#[test]
+fn an_mcp_client_sees_catalogue_tools_with_their_class_and_calls_them() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_safe");
+    installed(&s, "sh", SH);
+    let mut client = stdio_client::McpServer::start(s.command(&["mcp"]));
+    let listed = client.request("tools/list", serde_json::json!({}));
+    let tool = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "catalog__sh")
+        .unwrap_or_else(|| panic!("{listed:#}"))
+        .clone();
+    assert_eq!(tool["annotations"]["destructiveHint"], true, "{tool:#}");
+    assert_eq!(tool["annotations"]["readOnlyHint"], false, "{tool:#}");
+    assert!(
+        tool["description"]
+            .as_str()
+            .unwrap()
+            .contains("The image's POSIX shell"),
+        "{tool:#}"
+    );
+    let called = client.request(
+        "tools/call",
+        serde_json::json!({"name": "catalog__sh", "arguments": {"argv": ["-c", "echo over mcp"]}}),
+    );
+    let result = &called["result"];
+    assert_eq!(result["isError"], false, "{called:#}");
+    assert_eq!(result["structuredContent"]["exit_code"], 0, "{called:#}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("over mcp\n"),
+        "{called:#}"
+    );
+    assert!(client.close());
 }
