@@ -69,6 +69,16 @@ pub struct InstallReport {
 }
 
 impl InstallReport {
+    /// A finished install of `id` (or one found done), saying `detail`.
+    fn ran(id: &str, detail: String, install_dir: Option<String>) -> Self {
+        InstallReport {
+            outcome: OutcomeKind::Ran,
+            detail,
+            install_dir,
+            ..InstallReport::stopped(id, Stopped::failed(""))
+        }
+    }
+
     fn stopped(id: &str, stopped: Stopped) -> Self {
         InstallReport {
             id: id.to_owned(),
@@ -130,12 +140,11 @@ impl Catalog {
                 .as_deref()
                 .is_none_or(|d| Path::new(d).is_dir())
         {
-            return Ok(InstallReport {
-                outcome: OutcomeKind::Ran,
-                detail: format!("`{id}` is installed already"),
-                install_dir: entry.install_dir.clone(),
-                ..InstallReport::stopped(id, Stopped::failed(""))
-            });
+            return Ok(InstallReport::ran(
+                id,
+                format!("`{id}` is installed already"),
+                entry.install_dir.clone(),
+            ));
         }
         let started = Instant::now();
         let mut run = CatalogRun::new(id, "install");
@@ -332,10 +341,12 @@ impl Catalog {
             })?;
         }
         Ok(InstallReport {
-            outcome: OutcomeKind::Ran,
-            detail: format!("`{}` is in the image", manifest.id),
             fresh: true,
-            ..InstallReport::stopped(&manifest.id, Stopped::failed(""))
+            ..InstallReport::ran(
+                &manifest.id,
+                format!("`{}` is in the image", manifest.id),
+                None,
+            )
         })
     }
 
@@ -366,12 +377,11 @@ impl Catalog {
                 .as_deref()
                 .filter(|d| Path::new(d).is_dir())
         {
-            return Ok(InstallReport {
-                outcome: OutcomeKind::Ran,
-                detail: format!("`{id}` was installed by another install meanwhile"),
-                install_dir: Some(dir.to_owned()),
-                ..InstallReport::stopped(id, Stopped::failed(""))
-            });
+            return Ok(InstallReport::ran(
+                id,
+                format!("`{id}` was installed by another install meanwhile"),
+                Some(dir.to_owned()),
+            ));
         }
         self.sweep(id, None);
         let dir = tool_dir.join(format!("{}-{}", &pin[..12], random_suffix()));
@@ -380,12 +390,13 @@ impl Catalog {
         let result = self.fetch_into(manifest, pin, sandbox, &dir, say).await;
         match result {
             Ok(resolved) => Ok(InstallReport {
-                outcome: OutcomeKind::Ran,
-                detail: format!("installed `{id}` into {}", dir.display()),
-                install_dir: Some(dir.display().to_string()),
                 resolved: Some(resolved),
                 fresh: true,
-                ..InstallReport::stopped(id, Stopped::failed(""))
+                ..InstallReport::ran(
+                    id,
+                    format!("installed `{id}` into {}", dir.display()),
+                    Some(dir.display().to_string()),
+                )
             }),
             Err(stopped) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -416,7 +427,8 @@ impl Catalog {
             std::fs::write(dir.join(path), contents)
                 .map_err(|e| Stopped::failed(format!("cannot write {path}: {e}")))?;
         }
-        let spec = SandboxSpec::for_root(dir).network(NetworkMode::Proxy);
+        let mut spec = SandboxSpec::for_root(dir).network(NetworkMode::Proxy);
+        spec.read_only_paths.extend(plan.read_only.iter().cloned());
         for step in &plan.steps {
             say(&step.say);
             let mut command =

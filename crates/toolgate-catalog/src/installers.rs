@@ -170,7 +170,7 @@ pub fn plan(
                 .ok()
                 .filter(|o| o.status.success())
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-                .ok_or("cargo-crate tools need a Rust toolchain (rustc) on the host")?;
+                .ok_or("cargo-crate tools need a Rust toolchain on the host (`rustc --print sysroot` failed; with rustup, set RUSTUP_HOME when toolgate runs with another HOME)")?;
             let cargo = format!("{sysroot}/bin/cargo");
             plan.read_only.push(PathBuf::from(&sysroot));
             plan.env.extend([

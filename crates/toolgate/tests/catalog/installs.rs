@@ -38,11 +38,7 @@ fn an_npm_cli_installs_without_its_scripts_runs_and_reinstalls_from_its_lockfile
     s.add("cowsay", COWSAY);
     let o = s.run(&["catalog", "install", "cowsay"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("npm ci cowsay@1.6.0 (held to the recorded lockfile)"),
-        "{}",
-        stderr(&o)
-    );
+    said(&o, "npm ci cowsay@1.6.0 (held to the recorded lockfile)");
     let again = s.json(0, &["catalog", "show", "cowsay", "--json"]);
     assert_eq!(again["tool"]["state"], "installed");
 }
@@ -240,9 +236,38 @@ fn re_pinning_makes_a_tool_not_installed() {
     assert_eq!(s.state("sh"), "shelved");
     let o = s.run(&["catalog", "run", "sh", "--", "-c", "echo no"]);
     assert_eq!(o.status.code(), Some(5));
-    assert!(
-        stderr(&o).contains("`sh` is not installed (shelved)"),
-        "{}",
-        stderr(&o)
+    said(&o, "`sh` is not installed (shelved)");
+}
+
+#[test]
+fn a_crate_installs_with_cargo_install_locked_and_runs_without_the_toolchain() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_safe");
+    s.add(
+        "fortune",
+        "id = \"fortune\"\ndescription = \"Says hello (crates.io)\"\nsource_kind = \"cargo-crate\"\n\
+         package_name = \"fortune\"\npackage_version = \"0.2.0\"\nrisk = \"low\"\n\
+         [[bins]]\nname = \"fortune\"\n",
+    );
+    // The host's toolchain, found through rustup as the test's own user
+    // finds it (the test's toolgate runs with a home of its own).
+    let rustup = std::env::var("RUSTUP_HOME")
+        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap()));
+    let o = s.run_env(
+        &["catalog", "install", "fortune", "--json"],
+        &[("RUSTUP_HOME", &rustup)],
+    );
+    let installed: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(installed["outcome"], "ran", "{installed:#}");
+    let crates = installed["resolved"]["installs"].to_string();
+    assert!(crates.contains("fortune 0.2.0 (registry+"), "{installed:#}");
+    let dir = PathBuf::from(installed["install_dir"].as_str().unwrap());
+    for gone in [".cargo-home", ".target"] {
+        assert!(!exists(&dir.join(gone)), "{gone} left in {}", dir.display());
+    }
+    assert_eq!(
+        s.expect(0, &["catalog", "run", "fortune"]),
+        "Hello, world!\n"
     );
 }

@@ -191,6 +191,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Asserts that the command said `text` on stderr.
+#[track_caller]
+fn said(o: &Output, text: impl AsRef<str>) {
+    let text = text.as_ref();
+    assert!(stderr(o).contains(text), "{}\n  wanted: {text}", stderr(o));
+}
+
 /// The version of an installed Debian package.
 fn dpkg_version(package: &str) -> String {
     let o = std::process::Command::new("dpkg-query")

@@ -73,11 +73,7 @@ fn a_run_writes_only_its_working_directory_and_sees_nothing_of_the_home() {
         "true",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("lies outside the workspace roots"),
-        "{}",
-        stderr(&o)
-    );
+    said(&o, "lies outside the workspace roots");
 }
 
 #[test]
@@ -142,11 +138,7 @@ fn a_tool_without_network_cannot_reach_it_and_one_with_an_allowlist_reaches_only
         "https://files.pythonhosted.org/",
     ]);
     assert_ne!(refused.status.code(), Some(0));
-    assert!(
-        stderr(&refused).contains("egress refused: files.pythonhosted.org:443"),
-        "{}",
-        stderr(&refused)
-    );
+    said(&refused, "egress refused: files.pythonhosted.org:443");
 }
 
 #[test]
@@ -225,18 +217,10 @@ fn arguments_with_a_nul_byte_too_many_or_too_long_are_refused_before_anything_ru
     args.extend(many.iter().map(String::as_str));
     let o = s.run(&args);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("129 arguments; at most 128 are accepted"),
-        "{}",
-        stderr(&o)
-    );
+    said(&o, "129 arguments; at most 128 are accepted");
     let long = "x".repeat(4097);
     let o = s.run(&["catalog", "run", "sh", "--", "-c", &long]);
-    assert!(
-        stderr(&o).contains("argument 2 is 4097 bytes; at most 4096"),
-        "{}",
-        stderr(&o)
-    );
+    said(&o, "argument 2 is 4097 bytes; at most 4096");
     // Through the agent tool, a NUL byte in an argument.
     let o = s.run(&[
         "call",
@@ -270,10 +254,9 @@ fn a_bin_that_leads_out_of_its_install_is_refused() {
     let file = s.write("manifests/escape.toml", &escaping);
     let o = s.run(&["catalog", "add", file.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("escape.toml: tool `cowsay`: field `bins[0].bin`: expected a path inside the tool's install directory"),
-        "{}",
-        stderr(&o)
+    said(
+        &o,
+        "escape.toml: tool `cowsay`: field `bins[0].bin`: expected a path inside the tool's install directory",
     );
     // In the package: a bin that is a symlink out of the install.
     s.add("cowsay", COWSAY);
@@ -285,12 +268,8 @@ fn a_bin_that_leads_out_of_its_install_is_refused() {
     let o = s.run(&["catalog", "run", "cowsay", "--", "-c", "echo escaped"]);
     assert_eq!(o.status.code(), Some(5), "{}", stdout(&o));
     assert!(!stdout(&o).contains("escaped"));
-    assert!(
-        stderr(&o).contains("leads to /usr/bin/dash, outside the tool's install directory")
-            || stderr(&o).contains("outside the tool's install directory"),
-        "{}",
-        stderr(&o)
-    );
+    // (/bin/sh is dash on Debian; the link leads wherever it leads.)
+    said(&o, "outside the tool's install directory");
 }
 
 #[test]

@@ -25,11 +25,7 @@ fn a_manifest_that_does_not_read_names_the_file_the_tool_the_field_and_the_fix()
         let file = s.write("manifests/bad.toml", &text);
         let o = s.run(&["catalog", "add", file.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{text}");
-        assert!(
-            stderr(&o).contains(expected),
-            "{}\n  wanted: {expected}",
-            stderr(&o)
-        );
+        said(&o, expected);
     }
     // Nothing of a bad file is registered, not even its good tools.
     let file = s.write(
@@ -41,11 +37,7 @@ fn a_manifest_that_does_not_read_names_the_file_the_tool_the_field_and_the_fix()
     );
     let o = s.run(&["catalog", "add", file.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("mixed.json: tool `bad`: field `description`: missing"),
-        "{}",
-        stderr(&o)
-    );
+    said(&o, "mixed.json: tool `bad`: field `description`: missing");
     assert_eq!(
         s.json(0, &["catalog", "list", "--json"]),
         serde_json::json!([])
@@ -54,11 +46,7 @@ fn a_manifest_that_does_not_read_names_the_file_the_tool_the_field_and_the_fix()
     s.add("cowsay", COWSAY);
     let o = s.run(&["catalog", "install", "cowsya"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("no catalogue tool `cowsya`; did you mean `cowsay`?"),
-        "{}",
-        stderr(&o)
-    );
+    said(&o, "no catalogue tool `cowsya`; did you mean `cowsay`?");
 }
 
 #[test]
@@ -98,12 +86,11 @@ fn the_image_manifest_is_byte_identical_across_runs_and_refuses_two_pins_of_one_
     s.add("jq-old", &jq("jq-old", "1.5+dfsg-2", "/usr/bin/jq"));
     let o = s.run(&["catalog", "image"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains(&format!(
+    said(
+        &o,
+        format!(
             "apt-package `jq` is pinned twice: {version} by tool `jq`, 1.5+dfsg-2 by tool `jq-old`"
-        )),
-        "{}",
-        stderr(&o)
+        ),
     );
 }
 
