@@ -302,7 +302,10 @@ fn many_client_sessions_share_one_server_process_and_leave_none() {
     let s = Setup::new().with_servers(json!([everything("everything", &marker)]));
     let served =
         crate::common::Served::start(s.command(&["serve", "--port", "0", "--no-token"])).unwrap();
-    let sessions = 40;
+    // A thousand connect and disconnect cycles (peers leak a process per
+    // session): the first 20 through the Python SDK's client, the rest
+    // through a plain HTTP client.
+    let sessions = 1000;
     let o = std::process::Command::new(crate::python())
         .arg(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -312,6 +315,7 @@ fn many_client_sessions_share_one_server_process_and_leave_none() {
             served.url.as_str(),
             "mcp__everything__echo",
             &sessions.to_string(),
+            "20",
         ])
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
