@@ -98,6 +98,9 @@ pub enum CatalogCommand {
         /// Print a Dockerfile fragment that installs the whole shelf.
         #[arg(long)]
         dockerfile: bool,
+        /// Print JSON (the default: the image manifest is JSON).
+        #[arg(long, conflicts_with_all = ["apt_fragment", "dockerfile"])]
+        json: bool,
     },
     /// The tenant's gate policies (deny, approval, allow_safe, allow_all);
     /// with --install or --execute, set them in the store (they override
@@ -236,6 +239,7 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
     if let CatalogCommand::Image {
         apt_fragment,
         dockerfile,
+        ..
     } = &command
     {
         let runtime = crate::runtime()?;

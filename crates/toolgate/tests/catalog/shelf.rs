@@ -58,7 +58,7 @@ fn the_image_manifest_is_byte_identical_across_runs_and_refuses_two_pins_of_one_
     s.add("pycowsay", PYCOWSAY);
     s.add("sh", SH);
     let first = s.expect(0, &["catalog", "image"]);
-    let again = s.expect(0, &["catalog", "image"]);
+    let again = s.expect(0, &["catalog", "image", "--json"]);
     assert_eq!(first, again);
     let image: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(image["apt"][0]["name"], "jq");
