@@ -234,6 +234,8 @@ impl Catalog {
         };
         let entry = entry(tool)?;
         let dir = self.tool_dir(id);
+        // Not under an install of the same tool still running.
+        let _lock = crate::install::lock_tool(self, id).await?;
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| CatalogError::Io(format!("cannot remove {}: {e}", dir.display())))?;

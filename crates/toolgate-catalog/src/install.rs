@@ -97,7 +97,7 @@ impl InstallReport {
 /// An exclusive lock on one tool's installs (`<tool dir>.lock`): two
 /// installs of one tool, in one process or many, install once.
 /// The lock is held while the value lives and let go when it is dropped.
-struct InstallLock {
+pub(crate) struct InstallLock {
     _held: File,
 }
 
@@ -121,6 +121,28 @@ impl InstallLock {
         .await
         .map_err(|e| format!("the install lock task failed: {e}"))?
     }
+
+    /// The lock if no install holds it now, else `None`.
+    fn try_take(path: &Path) -> Option<InstallLock> {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()?;
+        file.try_lock().ok()?;
+        Some(InstallLock { _held: file })
+    }
+}
+
+/// Takes `id`'s install lock, waiting for an install that holds it.
+pub(crate) async fn lock_tool(
+    catalog: &Catalog,
+    id: &str,
+) -> Result<InstallLock, crate::CatalogError> {
+    InstallLock::take(catalog.tool_dir(id).with_extension("lock"))
+        .await
+        .map_err(crate::CatalogError::Io)
 }
 
 impl Catalog {
@@ -203,8 +225,11 @@ impl Catalog {
         // on it then finds the tool installed, and never sweeps away a
         // directory whose health check is still running.
         let _lock = if manifest.source_kind.is_fetched() {
-            let path = self.tool_dir(id).with_extension("lock");
-            Some(InstallLock::take(path).await.map_err(Stopped::failed)?)
+            Some(
+                lock_tool(self, id)
+                    .await
+                    .map_err(|e| Stopped::failed(e.to_string()))?,
+            )
         } else {
             None
         };
@@ -479,6 +504,41 @@ impl Catalog {
     /// Removes every install directory of `id` but `keep`: what killed or
     /// failed installs left, and older pins. Only under the tool's lock
     /// (or with the tool removed).
+    /// Removes what failed or killed installs left behind: in the
+    /// directory of every tool that no install holds right now, each
+    /// install the store does not point at. Catalogue commands and servers
+    /// run it at their start, so a killed install leaves nothing once
+    /// toolgate runs again. The number of directories removed.
+    pub async fn sweep_leftovers(&self) -> Result<usize, crate::CatalogError> {
+        let Ok(tools) = std::fs::read_dir(self.config.dir.join(self.tenant.as_str())) else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for tool in tools.flatten() {
+            let dir = tool.path();
+            if !dir.is_dir() {
+                continue;
+            }
+            let Some(_lock) = InstallLock::try_take(&dir.with_extension("lock")) else {
+                continue;
+            };
+            let id = tool.file_name().to_string_lossy().into_owned();
+            let keep = self
+                .store
+                .catalog_tools(&self.tenant, Some(&id))
+                .await?
+                .into_iter()
+                .find(|t| t.state == CatalogState::Installed)
+                .and_then(|t| t.install_dir)
+                .map(PathBuf::from);
+            let before = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+            self.sweep(&id, keep.as_deref());
+            let after = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+            removed += before.saturating_sub(after);
+        }
+        Ok(removed)
+    }
+
     pub(crate) fn sweep(&self, id: &str, keep: Option<&Path>) {
         let Ok(entries) = std::fs::read_dir(self.tool_dir(id)) else {
             return;

@@ -196,6 +196,7 @@ impl Shelf {
     ) -> Result<Shelf> {
         let opened = crate::store::open(settings).await?;
         let catalog = Arc::new(catalog(settings, env, &opened, gate)?);
+        catalog.sweep_leftovers().await?;
         let entries = catalog.list().await?;
         Ok(Shelf { catalog, entries })
     }
@@ -486,7 +487,9 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
 async fn open(settings: &Settings, env: &Environment) -> Result<Catalog> {
     let opened = crate::store::open(settings).await?;
     let gate = crate::store::Gate::new(&opened, settings);
-    catalog(settings, env, &opened, &gate)
+    let catalog = catalog(settings, env, &opened, &gate)?;
+    catalog.sweep_leftovers().await?;
+    Ok(catalog)
 }
 
 /// An install with its steps on stderr: a spinner on a terminal, plain

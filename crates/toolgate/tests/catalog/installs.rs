@@ -165,7 +165,9 @@ fn concurrent_installs_install_once_and_a_killed_install_leaves_nothing_in_use()
     );
     child.kill().unwrap();
     child.wait().unwrap();
+    // The next catalogue command removes what the killed install left.
     assert_eq!(s.state("pycowsay"), "shelved");
+    assert_eq!(s.install_dirs("pycowsay"), Vec::<PathBuf>::new());
     assert_eq!(
         s.run(&["catalog", "run", "pycowsay", "--", "x"])
             .status
