@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use toolgate_sandbox::runner::ResourceLimits;
+use toolgate_sandbox::runner::{ExecOutcome, ResourceLimits};
 use toolgate_sandbox::{NetworkMode, SandboxCommand, SandboxSpec};
 use toolgate_store::{CatalogRun, CatalogState};
 
@@ -61,24 +61,11 @@ pub struct RunReport {
     /// The grant spent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
-    /// The exit code (128 + n when killed by signal n).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    /// The signal that ended it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// Whether the wall-clock limit ended it.
-    pub timed_out: bool,
-    /// How long it ran.
-    pub duration_ms: u64,
-    /// Its stdout (capped).
-    pub stdout: String,
-    /// Its stderr (capped).
-    pub stderr: String,
-    /// Whether stdout was cut at the cap.
-    pub stdout_truncated: bool,
-    /// Whether stderr was cut at the cap.
-    pub stderr_truncated: bool,
+    /// How it ended and what it printed, when it ran: exit code (128 + n
+    /// when killed by signal n), signal, timeout, duration, the capped
+    /// output and whether it was cut.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<ExecOutcome>,
     /// The record of the run in the store.
     pub run_id: String,
 }
@@ -281,14 +268,7 @@ impl Catalog {
             reason: None,
             request_id: None,
             approval_id: None,
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            duration_ms: 0,
-            stdout: String::new(),
-            stderr: String::new(),
-            stdout_truncated: false,
-            stderr_truncated: false,
+            ended: None,
             run_id: run.run_id.clone(),
         };
         match self
@@ -303,9 +283,11 @@ impl Catalog {
             }
         }
         run.outcome = report.outcome.as_str().to_owned();
-        run.exit_code = report.exit_code.map(i64::from);
-        run.signal = report.signal.map(i64::from);
-        run.duration_ms = report.duration_ms as i64;
+        if let Some(ended) = &report.ended {
+            run.exit_code = Some(i64::from(ended.exit_code));
+            run.signal = ended.signal.map(i64::from);
+            run.duration_ms = ended.duration_ms as i64;
+        }
         run.approval_id = report.approval_id.clone().or(report.request_id.clone());
         run.detail.clone_from(&report.reason);
         self.record(&run).await;
@@ -399,14 +381,7 @@ impl Catalog {
             .await
             .map_err(|e| Stopped::unavailable(format!("the sandbox could not run it: {e}")))?
             .outcome;
-        report.exit_code = Some(outcome.exit_code);
-        report.signal = outcome.signal;
-        report.timed_out = outcome.timed_out;
-        report.duration_ms = outcome.duration_ms;
-        report.stdout = outcome.stdout;
-        report.stderr = outcome.stderr;
-        report.stdout_truncated = outcome.stdout_truncated;
-        report.stderr_truncated = outcome.stderr_truncated;
+        report.ended = Some(outcome);
         Ok(())
     }
 

@@ -144,33 +144,34 @@ impl ToolHandler for CatalogRunTool {
 /// facts as structured content.
 pub fn run_output(report: &RunReport) -> ToolOutput {
     let mut text = String::new();
-    if report.outcome == OutcomeKind::Ran {
-        text.push_str(&report.stdout);
-        if !report.stderr.is_empty() {
+    match &report.ended {
+        Some(ended) => {
+            text.push_str(&ended.stdout);
+            if !ended.stderr.is_empty() {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&ended.stderr);
+            }
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&report.stderr);
+            text.push_str(&format!(
+                "[exit {}{}{}; {} ms]",
+                ended.exit_code,
+                ended
+                    .signal
+                    .map(|s| format!(", signal {s}"))
+                    .unwrap_or_default(),
+                if ended.timed_out { ", timed out" } else { "" },
+                ended.duration_ms
+            ));
         }
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&format!(
-            "[exit {}{}{}; {} ms]",
-            report.exit_code.unwrap_or(-1),
-            report
-                .signal
-                .map(|s| format!(", signal {s}"))
-                .unwrap_or_default(),
-            if report.timed_out { ", timed out" } else { "" },
-            report.duration_ms
-        ));
-    } else {
-        text.push_str(&format!(
+        None => text.push_str(&format!(
             "{}: {}",
             report.outcome.as_str(),
             report.reason.as_deref().unwrap_or_default()
-        ));
+        )),
     }
     let mut output = ToolOutput::text(text).with_structured(json!(report));
     output.is_error = report.outcome != OutcomeKind::Ran;

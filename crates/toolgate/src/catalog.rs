@@ -427,7 +427,8 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
             } else {
                 print_run(&mut out, &report)?;
             }
-            Ok(outcome_code(report.outcome, report.exit_code.unwrap_or(1)))
+            let status = report.ended.as_ref().map_or(1, |e| e.exit_code);
+            Ok(outcome_code(report.outcome, status))
         }
         CatalogCommand::Health { id, json } => {
             let checks = runtime.block_on(catalog.health(&id))?;
@@ -532,22 +533,22 @@ fn outcome_code(outcome: OutcomeKind, ran: i32) -> ExitCode {
 }
 
 fn print_run(out: &mut impl Write, report: &RunReport) -> Result<()> {
-    if report.outcome != OutcomeKind::Ran {
+    let Some(ended) = &report.ended else {
         eprintln!(
             "toolgate: {}: {}",
             report.outcome.as_str(),
             report.reason.as_deref().unwrap_or_default()
         );
         return Ok(());
-    }
-    out.write_all(report.stdout.as_bytes())?;
-    std::io::stderr().write_all(report.stderr.as_bytes())?;
-    if report.stdout_truncated || report.stderr_truncated {
+    };
+    out.write_all(ended.stdout.as_bytes())?;
+    std::io::stderr().write_all(ended.stderr.as_bytes())?;
+    if ended.stdout_truncated || ended.stderr_truncated {
         eprintln!("toolgate: output cut at the tool's output_bytes limit");
     }
-    if report.timed_out {
+    if ended.timed_out {
         eprintln!("toolgate: the tool ran past its timeout and was stopped");
-    } else if let Some(signal) = report.signal {
+    } else if let Some(signal) = ended.signal {
         eprintln!("toolgate: the tool was killed by signal {signal}");
     }
     Ok(())

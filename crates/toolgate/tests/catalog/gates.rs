@@ -54,7 +54,7 @@ fn an_install_is_denied_then_blocked_then_approved_and_its_runs_pass_their_own_g
     assert_eq!(run.status.code(), Some(3), "{}", stderr(&run));
     let run: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(run["outcome"], "blocked");
-    assert!(run["stdout"].as_str().unwrap().is_empty());
+    assert_eq!(run["stdout"], Value::Null, "{run:#}");
     let run_request = run["request_id"].as_str().unwrap().to_owned();
     assert_ne!(run_request, request);
     s.approve(&run_request);

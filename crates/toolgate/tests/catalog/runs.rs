@@ -378,7 +378,7 @@ fn the_catalogue_runs_nothing_under_a_backend_weaker_than_bubblewrap() {
         ),
         "{run:#}"
     );
-    assert_eq!(run["stdout"], "");
+    assert_eq!(run["stdout"], Value::Null, "{run:#}");
 }
 
 #[test]
