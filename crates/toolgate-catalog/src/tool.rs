@@ -256,6 +256,11 @@ impl ToolHandler for CatalogInstallTool {
                 "blocked: {} (request {request}); the tool becomes available once a person approves and it installs",
                 report.detail
             ),
+            _ if report.outcome == OutcomeKind::Ran => format!(
+                "ran: {}; it is offered as `{}` from the next session",
+                report.detail,
+                gate::run_tool_name(id)
+            ),
             _ => format!("{}: {}", report.outcome.as_str(), report.detail),
         };
         let mut output = ToolOutput::text(text).with_structured(json!(report));

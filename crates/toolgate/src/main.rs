@@ -347,12 +347,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // The listing shows the catalogue's tools too, when there is a
             // store to read them from; nothing is called through it.
             let runtime = runtime()?;
+            // A store that cannot be read costs the listing those tools,
+            // not the listing.
             let gate = match store::existing(&settings) {
-                true => {
-                    let mut gate = runtime.block_on(store::gate(&settings))?;
-                    runtime.block_on(catalog::attach(&mut gate, &settings, &env))?;
-                    Some(gate)
-                }
+                true => match runtime.block_on(async {
+                    let mut gate = store::gate(&settings).await?;
+                    catalog::attach(&mut gate, &settings, &env).await?;
+                    anyhow::Ok(gate)
+                }) {
+                    Ok(gate) => Some(gate),
+                    Err(e) => {
+                        eprintln!("toolgate: warning: the catalogue's tools are not listed: {e:#}");
+                        None
+                    }
+                },
                 false => None,
             };
             (Some(runtime), gate)

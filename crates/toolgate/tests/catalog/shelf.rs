@@ -107,3 +107,18 @@ fn the_listing_shows_pins_risk_network_and_state() {
          sh      binary-path  -             low   none     shelved\n"
     );
 }
+
+#[test]
+fn an_unreachable_store_costs_the_listing_the_catalogue_not_the_listing() {
+    let s = Shelf::new();
+    let o = s.run_env(
+        &["tools"],
+        &[("TOOLGATE_STORE_URL", "postgres://nobody@127.0.0.1:1/none")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("bash"), "{}", stdout(&o));
+    said(
+        &o,
+        "warning: the catalogue's tools are not listed: cannot open the approval and audit store",
+    );
+}
