@@ -545,8 +545,17 @@ impl Catalog {
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            if Some(path.as_path()) != keep {
-                let _ = std::fs::remove_dir_all(&path);
+            if Some(path.as_path()) == keep {
+                continue;
+            }
+            // An installer killed with its toolgate may still be writing
+            // for a moment (it dies by the parent-death signal): try again
+            // briefly rather than leave half a tree.
+            for _ in 0..5 {
+                if std::fs::remove_dir_all(&path).is_ok() || !path.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
             }
         }
     }
