@@ -165,8 +165,15 @@ fn concurrent_installs_install_once_and_a_killed_install_leaves_nothing_in_use()
     );
     child.kill().unwrap();
     child.wait().unwrap();
-    // The next catalogue command removes what the killed install left.
     assert_eq!(s.state("pycowsay"), "shelved");
+    // A catalogue command removes what the killed install left, once the
+    // install's last process (its sandbox dies with it, a moment later)
+    // has let go of the tool's lock.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s.install_dirs("pycowsay").is_empty() && Instant::now() < deadline {
+        s.expect(0, &["catalog", "list"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(s.install_dirs("pycowsay"), Vec::<PathBuf>::new());
     assert_eq!(
         s.run(&["catalog", "run", "pycowsay", "--", "x"])
