@@ -170,6 +170,7 @@ impl Catalog {
         }
         let started = Instant::now();
         let mut run = CatalogRun::new(id, "install");
+        run.started_ms = crate::now_ms();
         run.argv = vec![manifest.source_kind.as_str().to_owned()];
         let report = match self.install_gated(manifest, &entry.pin, caller, say).await {
             Ok(report) => report,

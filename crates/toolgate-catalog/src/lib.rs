@@ -81,6 +81,12 @@ impl From<toolgate_store::StoreError> for CatalogError {
     }
 }
 
+/// Now, unix ms: when a recorded install, health check or run started (the
+/// store orders them by it).
+pub(crate) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 /// Lowercase hex SHA-256.
 pub(crate) fn digest_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};

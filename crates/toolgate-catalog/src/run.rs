@@ -166,8 +166,10 @@ impl Catalog {
         bin: &Bin,
     ) -> Health {
         let started = Instant::now();
+        let started_ms = crate::now_ms();
         let result = self.health_inner(manifest, install_dir, bin).await;
         let mut run = CatalogRun::new(&manifest.id, "health");
+        run.started_ms = started_ms;
         run.bin = Some(bin.name.clone());
         run.argv.clone_from(&bin.health_check_args);
         run.duration_ms = started.elapsed().as_millis() as i64;
@@ -259,6 +261,7 @@ impl Catalog {
             .clone();
         check_argv(&request.argv).map_err(crate::CatalogError::Invalid)?;
         let mut run = CatalogRun::new(id, "run");
+        run.started_ms = crate::now_ms();
         run.bin = Some(bin.name.clone());
         run.argv.clone_from(&request.argv);
         let mut report = RunReport {

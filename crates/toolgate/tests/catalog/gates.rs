@@ -80,8 +80,8 @@ fn an_install_is_denied_then_blocked_then_approved_and_its_runs_pass_their_own_g
         [
             ("install", "denied"),
             ("install", "blocked"),
-            ("health", "ran"),
             ("install", "ran"),
+            ("health", "ran"),
             ("run", "blocked"),
             ("run", "ran"),
             ("run", "blocked"),
