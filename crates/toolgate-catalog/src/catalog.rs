@@ -38,6 +38,11 @@ pub struct CatalogConfig {
     /// Paths a run may not see where they lie in its working directory
     /// (toolgate's state and data directories, the store's files).
     pub conceal: Vec<PathBuf>,
+    /// Paths hidden from every run wherever they are (the operator's
+    /// filesystem rules: a sandbox-runtime settings file's denyRead).
+    pub read_deny: Vec<PathBuf>,
+    /// Paths read-only in every run (denyWrite).
+    pub write_deny: Vec<PathBuf>,
 }
 
 impl CatalogConfig {
@@ -50,6 +55,8 @@ impl CatalogConfig {
             registries: crate::release::Registries::default(),
             protect: Vec::new(),
             conceal: Vec::new(),
+            read_deny: Vec::new(),
+            write_deny: Vec::new(),
         }
     }
 }

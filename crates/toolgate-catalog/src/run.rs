@@ -361,6 +361,10 @@ impl Catalog {
             .extend(self.config.conceal.iter().filter(inside).cloned());
         spec.read_deny
             .extend(self.config.conceal.iter().filter(inside).cloned());
+        // The operator's rules hold for catalogue runs as for every command.
+        spec.read_deny.extend(self.config.read_deny.iter().cloned());
+        spec.write_deny
+            .extend(self.config.write_deny.iter().cloned());
         let mut argv = vec![path.display().to_string()];
         argv.extend(request.argv.iter().cloned());
         let timeout = manifest

@@ -170,6 +170,10 @@ pub fn catalog(
     config.protect.clone_from(&settings.own_files);
     config.conceal = vec![env.state_dir(), env.data_dir()];
     config.conceal.extend(crate::config::store_files(settings));
+    config.read_deny.clone_from(&settings.filesystem.read_deny);
+    config
+        .write_deny
+        .clone_from(&settings.filesystem.write_deny);
     Ok(Catalog::new(
         opened.store.clone(),
         opened.tenant.clone(),

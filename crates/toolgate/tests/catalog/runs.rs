@@ -420,3 +420,36 @@ fn an_mcp_client_sees_catalogue_tools_with_their_class_and_calls_them() {
     );
     assert!(client.close());
 }
+
+#[test]
+fn the_operators_filesystem_rules_hold_for_catalogue_runs() {
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    installed(&s, "sh", SH);
+    s.write("project/private/secret.txt", "top secret\n");
+    s.write("project/docs/guide.md", "guide\n");
+    s.write(
+        "project/.srt.json",
+        r#"{"network": {"allowedDomains": [], "deniedDomains": []},
+            "filesystem": {"denyRead": ["private"], "allowWrite": [], "denyWrite": ["docs"], "allowRead": []}}"#,
+    );
+    let config = s.write(
+        "project/toolgate.toml",
+        "[network]\nmode = \"proxy\"\nsettings_file = \".srt.json\"\n",
+    );
+    common::trust(s.dir.path(), &config);
+    let script = "cat private/secret.txt; echo \"[read=$?]\"; \
+                  echo pwned > docs/guide.md; echo \"[write=$?]\"; \
+                  echo fine > notes.txt; echo \"[other=$?]\"";
+    let out = s.expect(0, &["catalog", "run", "sh", "--", "-c", script]);
+    assert!(!out.contains("top secret"), "{out}");
+    assert!(
+        !out.contains("[read=0]") && !out.contains("[write=0]"),
+        "{out}"
+    );
+    assert!(out.contains("[other=0]"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(s.project().join("docs/guide.md")).unwrap(),
+        "guide\n"
+    );
+}
