@@ -153,6 +153,7 @@ pub fn doctor(
             "error": backend.as_ref().err().map(|e| e.to_string()),
             "weakening": backend.as_ref().ok().and_then(|b| probe.weakening(*b)),
             "limits": settings.limits.mechanisms(),
+            "catalog": catalogue(settings, backend.as_ref().ok().copied()),
             "mcp_servers": settings.mcp_servers.iter().map(|s| json!({
                 "name": s.name,
                 "transport": s.kind(),
@@ -215,6 +216,16 @@ pub fn doctor(
         ));
         rows.extend(limits::rows(&settings.limits));
         rows.extend(crate::gateway::doctor_rows(settings));
+        let catalog = catalogue(settings, backend.as_ref().ok().copied());
+        rows.push([
+            "catalogue".to_owned(),
+            format!(
+                "{}; gates: install {}, execute {} ([catalog]; a tenant's own in the store win)",
+                catalog["runs"].as_str().unwrap_or_default(),
+                settings.catalog.policies.install,
+                settings.catalog.policies.execute
+            ),
+        ]);
         let smoke_line = match &smoke {
             Ok(report) => report.clone(),
             Err(error) => format!("FAILED: {error}"),
@@ -234,6 +245,21 @@ pub fn doctor(
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// Whether catalogue tools can install and run here (only under
+/// bubblewrap), and the configured gates.
+fn catalogue(settings: &Settings, backend: Option<toolgate_sandbox::Backend>) -> Value {
+    let runs = match backend {
+        Some(toolgate_sandbox::Backend::Bwrap) => "installs and runs its tools under bubblewrap",
+        _ => "UNAVAILABLE: catalogue tools install and run only under bubblewrap",
+    };
+    json!({
+        "runs": runs,
+        "available": backend == Some(toolgate_sandbox::Backend::Bwrap),
+        "install": settings.catalog.policies.install,
+        "execute": settings.catalog.policies.execute,
     })
 }
 

@@ -122,3 +122,29 @@ fn an_unreachable_store_costs_the_listing_the_catalogue_not_the_listing() {
         "warning: the catalogue's tools are not listed: cannot open the approval and audit store",
     );
 }
+
+#[test]
+fn doctor_says_whether_the_catalogue_can_run_here_and_its_gates() {
+    let s = Shelf::with_config("[catalog]\nexecute = \"approval\"\n");
+    let doctor = s.json(0, &["doctor", "--json"]);
+    assert_eq!(doctor["catalog"]["available"], true, "{doctor:#}");
+    assert_eq!(doctor["catalog"]["execute"], "approval");
+    let text = s.expect(0, &["doctor"]);
+    assert!(
+        text.contains("installs and runs its tools under bubblewrap; gates: install approval, execute approval"),
+        "{text}"
+    );
+    s.write(
+        "home/.config/toolgate/config.toml",
+        "[sandbox]\nbackend = \"landlock\"\n",
+    );
+    let doctor = s.json(0, &["doctor", "--json"]);
+    assert_eq!(doctor["catalog"]["available"], false, "{doctor:#}");
+    assert!(
+        doctor["catalog"]["runs"]
+            .as_str()
+            .unwrap()
+            .starts_with("UNAVAILABLE"),
+        "{doctor:#}"
+    );
+}
