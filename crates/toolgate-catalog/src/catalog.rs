@@ -128,13 +128,6 @@ impl Stopped {
     }
 }
 
-/// Who asks, for approvals and records.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The call context (its caller, call id, progress and in-line asker).
-    pub ctx: CallContext,
-}
-
 /// One registered tool, read back.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
@@ -318,7 +311,7 @@ impl Catalog {
         action: Action,
         manifest: &Manifest,
         question: Question,
-        caller: &Caller,
+        ctx: &CallContext,
     ) -> Result<Option<String>, Stopped> {
         let (policies, _) = self
             .policies()
@@ -338,8 +331,8 @@ impl Catalog {
             tool: question.tool,
             arguments: question.arguments,
             reason: reason.clone(),
-            caller: caller.ctx.caller.clone(),
-            call_id: caller.ctx.call_id.clone(),
+            caller: ctx.caller.clone(),
+            call_id: ctx.call_id.clone(),
             effect_class: match action {
                 Action::Install => EffectClass::MutateIrreversible,
                 Action::Execute => manifest.effect_class,
@@ -349,8 +342,8 @@ impl Catalog {
             exact: question.exact,
             covering: question.covering,
             suggested_prefix: Vec::new(),
-            progress: caller.ctx.progress.clone(),
-            asker: caller.ctx.asker.clone(),
+            progress: ctx.progress.clone(),
+            asker: ctx.asker.clone(),
         };
         match channel.request(&request).await {
             ApprovalOutcome::Approved { grant } => Ok(grant),

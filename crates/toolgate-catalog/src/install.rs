@@ -30,7 +30,9 @@ use serde_json::Value;
 use toolgate_sandbox::{NetworkMode, Sandbox, SandboxCommand, SandboxSpec};
 use toolgate_store::{CatalogRun, CatalogState};
 
-use crate::catalog::{Caller, Catalog, OutcomeKind, Question, Stopped};
+use toolgate_core::CallContext;
+
+use crate::catalog::{Catalog, OutcomeKind, Question, Stopped};
 use crate::gate::{self, Action};
 use crate::manifest::{Manifest, SourceKind};
 use crate::release;
@@ -72,24 +74,23 @@ impl InstallReport {
     /// A finished install of `id` (or one found done), saying `detail`.
     fn ran(id: &str, detail: String, install_dir: Option<String>) -> Self {
         InstallReport {
+            id: id.to_owned(),
             outcome: OutcomeKind::Ran,
             detail,
+            request_id: None,
+            approval_id: None,
             install_dir,
-            ..InstallReport::stopped(id, Stopped::failed(""))
+            resolved: None,
+            health: Vec::new(),
+            fresh: false,
         }
     }
 
     fn stopped(id: &str, stopped: Stopped) -> Self {
         InstallReport {
-            id: id.to_owned(),
             outcome: stopped.outcome,
-            detail: stopped.reason,
             request_id: stopped.request_id,
-            approval_id: None,
-            install_dir: None,
-            resolved: None,
-            health: Vec::new(),
-            fresh: false,
+            ..InstallReport::ran(id, stopped.reason, None)
         }
     }
 }
@@ -102,18 +103,23 @@ pub(crate) struct InstallLock {
 }
 
 impl InstallLock {
+    fn open(path: &Path) -> Result<File, String> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))
+    }
+
+    /// The lock, waiting for an install that holds it.
     async fn take(path: PathBuf) -> Result<InstallLock, String> {
         tokio::task::spawn_blocking(move || {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-            }
-            let file = File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            let file = InstallLock::open(&path)?;
             file.lock()
                 .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
             Ok(InstallLock { _held: file })
@@ -124,12 +130,7 @@ impl InstallLock {
 
     /// The lock if no install holds it now, else `None`.
     fn try_take(path: &Path) -> Option<InstallLock> {
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .ok()?;
+        let file = InstallLock::open(path).ok()?;
         file.try_lock().ok()?;
         Some(InstallLock { _held: file })
     }
@@ -151,7 +152,7 @@ impl Catalog {
     pub async fn install(
         &self,
         id: &str,
-        caller: &Caller,
+        ctx: &CallContext,
         say: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<InstallReport, crate::CatalogError> {
         let entry = self.get(id).await?;
@@ -172,7 +173,7 @@ impl Catalog {
         let mut run = CatalogRun::new(id, "install");
         run.started_ms = crate::now_ms();
         run.argv = vec![manifest.source_kind.as_str().to_owned()];
-        let report = match self.install_gated(manifest, &entry.pin, caller, say).await {
+        let report = match self.install_gated(manifest, &entry.pin, ctx, say).await {
             Ok(report) => report,
             Err(stopped) => InstallReport::stopped(id, stopped),
         };
@@ -201,7 +202,7 @@ impl Catalog {
         &self,
         manifest: &Manifest,
         pin: &str,
-        caller: &Caller,
+        ctx: &CallContext,
         say: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<InstallReport, Stopped> {
         let id = &manifest.id;
@@ -219,9 +220,7 @@ impl Catalog {
             covering: vec![exact.clone()],
             exact,
         };
-        let grant = self
-            .pass(Action::Install, manifest, question, caller)
-            .await?;
+        let grant = self.pass(Action::Install, manifest, question, ctx).await?;
         // Held until the tool is marked installed: another install waiting
         // on it then finds the tool installed, and never sweeps away a
         // directory whose health check is still running.
@@ -502,19 +501,15 @@ impl Catalog {
         Ok(resolved)
     }
 
-    /// Removes every install directory of `id` but `keep`: what killed or
-    /// failed installs left, and older pins. Only under the tool's lock
-    /// (or with the tool removed).
     /// Removes what failed or killed installs left behind: in the
     /// directory of every tool that no install holds right now, each
     /// install the store does not point at. Catalogue commands and servers
     /// run it at their start, so a killed install leaves nothing once
-    /// toolgate runs again. The number of directories removed.
-    pub async fn sweep_leftovers(&self) -> Result<usize, crate::CatalogError> {
+    /// toolgate runs again.
+    pub async fn sweep_leftovers(&self) -> Result<(), crate::CatalogError> {
         let Ok(tools) = std::fs::read_dir(self.config.dir.join(self.tenant.as_str())) else {
-            return Ok(0);
+            return Ok(());
         };
-        let mut removed = 0;
         for tool in tools.flatten() {
             let dir = tool.path();
             if !dir.is_dir() {
@@ -523,6 +518,8 @@ impl Catalog {
             let Some(_lock) = InstallLock::try_take(&dir.with_extension("lock")) else {
                 continue;
             };
+            // Read under the lock: an install that finished just before it
+            // was taken has pointed the store at its directory by now.
             let id = tool.file_name().to_string_lossy().into_owned();
             let keep = self
                 .store
@@ -532,14 +529,14 @@ impl Catalog {
                 .find(|t| t.state == CatalogState::Installed)
                 .and_then(|t| t.install_dir)
                 .map(PathBuf::from);
-            let before = std::fs::read_dir(&dir).map_or(0, |d| d.count());
             self.sweep(&id, keep.as_deref());
-            let after = std::fs::read_dir(&dir).map_or(0, |d| d.count());
-            removed += before.saturating_sub(after);
         }
-        Ok(removed)
+        Ok(())
     }
 
+    /// Removes every install directory of `id` but `keep`: what killed or
+    /// failed installs left, and older pins. Only under the tool's lock
+    /// (or with the tool removed).
     pub(crate) fn sweep(&self, id: &str, keep: Option<&Path>) {
         let Ok(entries) = std::fs::read_dir(self.tool_dir(id)) else {
             return;

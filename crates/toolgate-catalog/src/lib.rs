@@ -31,7 +31,7 @@ mod run;
 pub mod tool;
 mod version;
 
-pub use catalog::{Caller, Catalog, CatalogConfig, Entry, OutcomeKind, SandboxFactory, Stopped};
+pub use catalog::{Catalog, CatalogConfig, Entry, OutcomeKind, SandboxFactory, Stopped};
 pub use gate::{Action, GatePolicies, GatePolicy};
 pub use install::InstallReport;
 pub use manifest::{Manifest, ManifestError, SourceKind};

@@ -15,7 +15,9 @@ use toolgate_sandbox::runner::{ExecOutcome, ResourceLimits};
 use toolgate_sandbox::{NetworkMode, SandboxCommand, SandboxSpec};
 use toolgate_store::{CatalogRun, CatalogState};
 
-use crate::catalog::{Caller, Catalog, OutcomeKind, Question, Stopped};
+use toolgate_core::CallContext;
+
+use crate::catalog::{Catalog, OutcomeKind, Question, Stopped};
 use crate::gate::{self, Action};
 use crate::manifest::{Bin, Manifest, Network};
 
@@ -251,7 +253,7 @@ impl Catalog {
         &self,
         id: &str,
         request: RunRequest,
-        caller: &Caller,
+        ctx: &CallContext,
     ) -> Result<RunReport, crate::CatalogError> {
         let entry = self.get(id).await?;
         let manifest = &entry.manifest;
@@ -275,7 +277,7 @@ impl Catalog {
             run_id: run.run_id.clone(),
         };
         match self
-            .run_gated(&entry, &bin, &request, caller, &mut report)
+            .run_gated(&entry, &bin, &request, ctx, &mut report)
             .await
         {
             Ok(()) => {}
@@ -302,7 +304,7 @@ impl Catalog {
         entry: &crate::catalog::Entry,
         bin: &Bin,
         request: &RunRequest,
-        caller: &Caller,
+        ctx: &CallContext,
         report: &mut RunReport,
     ) -> Result<(), Stopped> {
         let manifest = &entry.manifest;
@@ -342,9 +344,7 @@ impl Catalog {
             exact,
             covering,
         };
-        report.approval_id = self
-            .pass(Action::Execute, manifest, question, caller)
-            .await?;
+        report.approval_id = self.pass(Action::Execute, manifest, question, ctx).await?;
         let mut spec = SandboxSpec::for_root(&workdir).network(if allow.is_empty() {
             NetworkMode::None
         } else {

@@ -12,7 +12,7 @@ use toolgate_core::{
     CallContext, EffectClass, Idempotency, Tool, ToolError, ToolHandler, ToolOutput, ToolSpec,
 };
 
-use crate::catalog::{Caller, Catalog, Entry, OutcomeKind};
+use crate::catalog::{Catalog, Entry, OutcomeKind};
 use crate::gate;
 use crate::run::{MAX_ARG_BYTES, MAX_ARGS, RunReport, RunRequest};
 
@@ -130,10 +130,9 @@ impl ToolHandler for CatalogRunTool {
             workdir,
             stdin: args["stdin"].as_str().map(|s| s.as_bytes().to_vec()),
         };
-        let caller = Caller { ctx: ctx.clone() };
         let report = self
             .catalog
-            .run(&self.id, request, &caller)
+            .run(&self.id, request, ctx)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         Ok(run_output(&report))
@@ -244,11 +243,10 @@ impl ToolHandler for CatalogInstallTool {
         let id = args["id"]
             .as_str()
             .ok_or_else(|| ToolError::InvalidArguments("id: expected a string".into()))?;
-        let caller = Caller { ctx: ctx.clone() };
         let progress = ctx.progress.clone();
         let report = self
             .catalog
-            .install(id, &caller, &move |line: &str| progress.report(line))
+            .install(id, ctx, &move |line: &str| progress.report(line))
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         let text = match &report.request_id {

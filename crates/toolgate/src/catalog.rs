@@ -11,15 +11,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use toolgate_catalog::{
-    Caller, Catalog, CatalogConfig, CatalogInstallTool, CatalogRunTool, Entry, GatePolicy,
-    InstallReport, Manifest, OutcomeKind, RunReport, RunRequest, SandboxFactory,
+    Catalog, CatalogConfig, CatalogInstallTool, CatalogRunTool, Entry, GatePolicy, InstallReport,
+    Manifest, OutcomeKind, RunReport, RunRequest, SandboxFactory,
 };
 use toolgate_core::{CallContext, Registry};
-use toolgate_sandbox::proxy::{ConnectionRecord, SystemResolver};
-use toolgate_sandbox::{BackendChoice, Sandbox, SandboxConfig};
+use toolgate_sandbox::BackendChoice;
 use toolgate_store::CatalogState;
 
-use crate::STAGE2_COMMAND;
 use crate::config::{Environment, Settings};
 
 /// `toolgate catalog`.
@@ -116,71 +114,43 @@ pub enum CatalogCommand {
     },
 }
 
-/// The data directory's place for installed tools.
-fn catalog_dir(env: &Environment) -> PathBuf {
-    env.data_dir().join("catalog")
-}
-
 /// Builds each install's and run's sandbox: bubblewrap, with an egress
 /// allowlist of exactly the domains asked for (none: no network). A
 /// configuration that chooses another backend gets no sandbox, and the
 /// catalogue says its tools are unavailable.
-fn sandboxes(settings: &Settings, env: &Environment) -> Result<SandboxFactory> {
-    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
-    let state_dir = env.state_dir();
-    let limits = settings.limits.clone();
-    let backend = settings.backend;
-    Ok(Arc::new(move |allow: &[String]| {
+fn sandboxes(settings: &Settings, env: &Environment) -> SandboxFactory {
+    let (settings, env) = (settings.clone(), env.clone());
+    Arc::new(move |allow: &[String]| {
+        let backend = settings.backend;
         if !matches!(backend, BackendChoice::Auto | BackendChoice::Bwrap) {
             return Err(format!(
                 "the configuration chooses the {backend} backend ([sandbox] backend)"
             ));
         }
-        let mut config = SandboxConfig::new(exe.clone(), state_dir.clone())
-            .backend(BackendChoice::Bwrap)
-            .stage2_prefix([STAGE2_COMMAND])
-            .limits(limits.clone());
-        if !allow.is_empty() {
-            let rules = toolgate_sandbox::egress::EgressRules::new(allow, &[] as &[String])
-                .map_err(|e| format!("the egress allowlist {allow:?}: {e}"))?;
-            let records: toolgate_sandbox::proxy::EventSink = Arc::new(|r: ConnectionRecord| {
-                if !r.allowed {
-                    eprintln!(
-                        "toolgate: catalogue: egress refused: {}:{} ({})",
-                        r.host, r.port, r.reason
-                    );
-                }
-            });
-            config = config.egress(rules, Arc::new(SystemResolver), records);
-        }
-        Sandbox::new(config).map_err(|e| e.to_string())
-    }))
+        crate::sandbox::allowlisted(&settings, &env, BackendChoice::Bwrap, allow, "catalogue")
+            .map(|(sandbox, _)| sandbox)
+            .map_err(|e| format!("{e:#}"))
+    })
 }
 
-/// The catalogue of this configuration over an opened store.
-pub fn catalog(
-    settings: &Settings,
-    env: &Environment,
-    opened: &crate::store::Opened,
-    gate: &crate::store::Gate,
-) -> Result<Catalog> {
-    let mut config = CatalogConfig::new(catalog_dir(env));
+/// The catalogue of this configuration over the gate's store.
+pub fn catalog(settings: &Settings, env: &Environment, gate: &crate::store::Gate) -> Catalog {
+    let mut config = CatalogConfig::new(env.data_dir().join("catalog"));
     config.defaults = settings.catalog.policies;
     config.min_release_age = settings.catalog.min_release_age;
     config.protect.clone_from(&settings.own_files);
-    config.conceal = vec![env.state_dir(), env.data_dir()];
-    config.conceal.extend(crate::config::store_files(settings));
+    config.conceal = crate::sandbox::concealed(settings, env);
     config.read_deny.clone_from(&settings.filesystem.read_deny);
     config
         .write_deny
         .clone_from(&settings.filesystem.write_deny);
-    Ok(Catalog::new(
-        opened.store.clone(),
-        opened.tenant.clone(),
+    Catalog::new(
+        gate.store.clone(),
+        gate.tenant.clone(),
         Some(gate.approvals.clone()),
-        sandboxes(settings, env)?,
+        sandboxes(settings, env),
         config,
-    ))
+    )
 }
 
 /// The catalogue's agent tools, read from the store at start: one tool per
@@ -192,17 +162,23 @@ pub struct Shelf {
 }
 
 impl Shelf {
-    /// Reads the shelf of the configured store.
+    /// Reads the shelf of the gate's store.
     pub async fn open(
         settings: &Settings,
         env: &Environment,
         gate: &crate::store::Gate,
     ) -> Result<Shelf> {
-        let opened = crate::store::open(settings).await?;
-        let catalog = Arc::new(catalog(settings, env, &opened, gate)?);
-        catalog.sweep_leftovers().await?;
+        let catalog = Arc::new(catalog(settings, env, gate));
         let entries = catalog.list().await?;
         Ok(Shelf { catalog, entries })
+    }
+
+    /// Removes what failed or killed installs left (see
+    /// [`Catalog::sweep_leftovers`]): at a server's start, not on every
+    /// `toolgate call`.
+    pub async fn sweep(&self) -> Result<()> {
+        self.catalog.sweep_leftovers().await?;
+        Ok(())
     }
 
     /// Registers the agent tools.
@@ -241,30 +217,6 @@ pub async fn attach(
 
 /// `toolgate catalog ...`.
 pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> Result<ExitCode> {
-    if let CatalogCommand::Image {
-        apt_fragment,
-        dockerfile,
-        ..
-    } = &command
-    {
-        let runtime = crate::runtime()?;
-        let catalog = runtime.block_on(open(settings, env))?;
-        let manifests: Vec<Manifest> = runtime
-            .block_on(catalog.list())?
-            .into_iter()
-            .map(|e| e.manifest)
-            .collect();
-        let text = if *apt_fragment {
-            toolgate_catalog::image::apt_fragment(&manifests)
-        } else if *dockerfile {
-            toolgate_catalog::image::dockerfile(&manifests)
-        } else {
-            toolgate_catalog::image::manifest_json(&manifests)
-        }
-        .map_err(anyhow::Error::msg)?;
-        std::io::stdout().lock().write_all(text.as_bytes())?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let runtime = crate::runtime()?;
     let catalog = runtime.block_on(open(settings, env))?;
     let agent = settings.agent.clone().unwrap_or_else(|| "cli".to_owned());
@@ -276,10 +228,29 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
                 eprintln!("toolgate: {line}");
             }
         }));
-    let caller = Caller { ctx };
     let mut out = std::io::stdout().lock();
     match command {
-        CatalogCommand::Image { .. } => unreachable!("handled above"),
+        CatalogCommand::Image {
+            apt_fragment,
+            dockerfile,
+            json: _,
+        } => {
+            let manifests: Vec<Manifest> = runtime
+                .block_on(catalog.list())?
+                .into_iter()
+                .map(|e| e.manifest)
+                .collect();
+            let text = if apt_fragment {
+                toolgate_catalog::image::apt_fragment(&manifests)
+            } else if dockerfile {
+                toolgate_catalog::image::dockerfile(&manifests)
+            } else {
+                toolgate_catalog::image::manifest_json(&manifests)
+            }
+            .map_err(anyhow::Error::msg)?;
+            out.write_all(text.as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
         CatalogCommand::Add { files, json } => {
             let mut manifests = Vec::new();
             for file in &files {
@@ -364,7 +335,7 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
             Ok(ExitCode::SUCCESS)
         }
         CatalogCommand::Install { id, json } => {
-            let report = runtime.block_on(install(&catalog, &id, &caller, json))?;
+            let report = runtime.block_on(install(&catalog, &id, &ctx, json))?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
             } else {
@@ -425,7 +396,7 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
                 workdir,
                 stdin,
             };
-            let report = runtime.block_on(catalog.run(&id, request, &caller))?;
+            let report = runtime.block_on(catalog.run(&id, request, &ctx))?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
             } else {
@@ -490,9 +461,8 @@ pub fn run(command: CatalogCommand, settings: &Settings, env: &Environment) -> R
 }
 
 async fn open(settings: &Settings, env: &Environment) -> Result<Catalog> {
-    let opened = crate::store::open(settings).await?;
-    let gate = crate::store::Gate::new(&opened, settings);
-    let catalog = catalog(settings, env, &opened, &gate)?;
+    let gate = crate::store::gate(settings).await?;
+    let catalog = catalog(settings, env, &gate);
     catalog.sweep_leftovers().await?;
     Ok(catalog)
 }
@@ -502,7 +472,7 @@ async fn open(settings: &Settings, env: &Environment) -> Result<Catalog> {
 async fn install(
     catalog: &Catalog,
     id: &str,
-    caller: &Caller,
+    ctx: &CallContext,
     json: bool,
 ) -> Result<InstallReport> {
     let terminal = std::io::stderr().is_terminal() && !json;
@@ -517,7 +487,7 @@ async fn install(
         None if !json => eprintln!("toolgate: {line}"),
         None => {}
     };
-    let report = catalog.install(id, caller, &say).await;
+    let report = catalog.install(id, ctx, &say).await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

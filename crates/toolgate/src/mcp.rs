@@ -127,6 +127,9 @@ async fn server(
 ) -> Result<(McpServer, Arc<dyn toolgate_policy::AuditSink>)> {
     let mut gate = crate::store::gate(&settings).await?;
     crate::catalog::attach(&mut gate, &settings, &env).await?;
+    if let Some(shelf) = &gate.shelf {
+        shelf.sweep().await?;
+    }
     let audit = gate.audit.clone();
     crate::config::protect_store_files(&mut settings);
     let mut notices = crate::sandbox::server_notices(&settings, &env)?;

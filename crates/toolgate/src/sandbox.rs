@@ -72,35 +72,14 @@ pub fn server_confinement(
     let Some(wanted) = &stdio.sandbox else {
         return Ok(None);
     };
-    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
-    let mut config = SandboxConfig::new(exe, env.state_dir())
-        .backend(settings.backend)
-        .stage2_prefix([STAGE2_COMMAND])
-        .limits(settings.limits.clone());
     let allow = wanted
         .network
         .as_ref()
         .map(|n| n.allow.clone())
         .unwrap_or_default();
-    let network = if allow.is_empty() {
-        NetworkMode::None
-    } else {
-        let rules = toolgate_sandbox::egress::EgressRules::new(&allow, &[] as &[String])
-            .with_context(|| format!("MCP server `{}`: sandbox.network.allow", server.name))?;
-        let name = server.name.clone();
-        let records: toolgate_sandbox::proxy::EventSink = Arc::new(move |r: ConnectionRecord| {
-            if !r.allowed {
-                eprintln!(
-                    "toolgate: MCP server `{name}`: egress refused: {}:{} ({})",
-                    r.host, r.port, r.reason
-                );
-            }
-        });
-        config = config.egress(rules, Arc::new(SystemResolver), records);
-        NetworkMode::Proxy
-    };
-    let sandbox = Sandbox::new(config)
-        .with_context(|| format!("MCP server `{}`: cannot set up its sandbox", server.name))?;
+    let who = format!("MCP server `{}`", server.name);
+    let (sandbox, network) = allowlisted(settings, env, settings.backend, &allow, &who)
+        .with_context(|| format!("{who}: cannot set up its sandbox"))?;
     let mut spec = SandboxSpec::default().network(network);
     for root in &wanted.roots {
         let root = std::fs::canonicalize(root).with_context(|| {
@@ -124,6 +103,40 @@ pub fn server_confinement(
     }))
 }
 
+/// A sandbox of its own under `backend` whose network is exactly `allow`
+/// through the egress proxy (empty: no network), each refused connection
+/// said on stderr as `who`'s; and the network mode its runs take. For what
+/// carries its own allowlist: a sandboxed MCP server, a catalogue tool.
+pub fn allowlisted(
+    settings: &Settings,
+    env: &Environment,
+    backend: toolgate_sandbox::BackendChoice,
+    allow: &[String],
+    who: &str,
+) -> Result<(Sandbox, NetworkMode)> {
+    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
+    let mut config = SandboxConfig::new(exe, env.state_dir())
+        .backend(backend)
+        .stage2_prefix([STAGE2_COMMAND])
+        .limits(settings.limits.clone());
+    if allow.is_empty() {
+        return Ok((Sandbox::new(config)?, NetworkMode::None));
+    }
+    let rules = toolgate_sandbox::egress::EgressRules::new(allow, &[] as &[String])
+        .with_context(|| format!("{who}: the egress allowlist"))?;
+    let who = who.to_owned();
+    let records: toolgate_sandbox::proxy::EventSink = Arc::new(move |r: ConnectionRecord| {
+        if !r.allowed {
+            eprintln!(
+                "toolgate: {who}: egress refused: {}:{} ({})",
+                r.host, r.port, r.reason
+            );
+        }
+    });
+    config = config.egress(rules, Arc::new(SystemResolver), records);
+    Ok((Sandbox::new(config)?, NetworkMode::Proxy))
+}
+
 /// The network mode `[network]` gives sandboxed commands.
 pub fn network_mode(settings: &Settings) -> NetworkMode {
     match &settings.network {
@@ -142,7 +155,7 @@ pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Works
 /// What no tool may read where it lies inside a root: toolgate's state
 /// and data directories and the SQLite store's files that exist (grants,
 /// the audit log).
-fn concealed(settings: &Settings, env: &Environment) -> Vec<PathBuf> {
+pub fn concealed(settings: &Settings, env: &Environment) -> Vec<PathBuf> {
     let mut paths = vec![env.state_dir(), env.data_dir()];
     paths.extend(crate::config::store_files(settings));
     paths

@@ -25,6 +25,10 @@ pub struct Opened {
 /// audit sink over one opened store.
 #[derive(Clone)]
 pub struct Gate {
+    /// The opened store and the tenant, for what else reads it (the
+    /// catalogue), so that nothing opens it twice.
+    pub store: Arc<dyn Store>,
+    pub tenant: Tenant,
     pub approvals: Arc<dyn ApprovalChannel>,
     pub audit: Arc<dyn AuditSink>,
     /// The catalogue's tools, once read ([`crate::catalog::attach`]).
@@ -49,6 +53,8 @@ impl Gate {
         );
         let audit = StoreAudit::new(opened.store.clone(), opened.tenant.clone());
         Gate {
+            store: opened.store.clone(),
+            tenant: opened.tenant.clone(),
             approvals: Arc::new(approvals),
             audit: Arc::new(audit),
             shelf: None,

@@ -103,7 +103,7 @@ impl std::fmt::Display for Uses {
     }
 }
 
-fn unknown(section: &str, key: &str, keys: &[&str]) -> String {
+pub(super) fn unknown(section: &str, key: &str, keys: &[&str]) -> String {
     let hint = toolgate_core::suggest::did_you_mean(key, keys.iter().copied());
     format!(
         "unknown key `{key}` in [{section}]{hint} (the keys are: {})",

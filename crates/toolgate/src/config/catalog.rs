@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toolgate_catalog::{GatePolicies, GatePolicy};
 
-use super::approvals::{format_duration, parse_duration};
+use super::approvals::{format_duration, parse_duration, unknown};
 
 const CATALOG_KEYS: [&str; 3] = ["install", "execute", "min_release_age"];
 
@@ -50,14 +50,7 @@ impl TryFrom<BTreeMap<String, toml::Value>> for CatalogSection {
                     section.min_release_age =
                         Some(parse_duration(&text).map_err(|e| format!("[catalog] {key}: {e}"))?);
                 }
-                other => {
-                    let hint =
-                        toolgate_core::suggest::did_you_mean(other, CATALOG_KEYS.iter().copied());
-                    return Err(format!(
-                        "unknown key `{other}` in [catalog]{hint} (the keys are: {})",
-                        CATALOG_KEYS.join(", ")
-                    ));
-                }
+                other => return Err(unknown("catalog", other, &CATALOG_KEYS)),
             }
         }
         Ok(section)
