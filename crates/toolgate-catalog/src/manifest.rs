@@ -245,10 +245,7 @@ pub(crate) fn bounded(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max.saturating_sub(3);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = toolgate_core::text::floor_char_boundary(text, max.saturating_sub(3));
     format!("{}...", &text[..end])
 }
 

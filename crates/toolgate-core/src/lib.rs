@@ -22,6 +22,7 @@ mod preset;
 mod registry;
 mod spec;
 pub mod suggest;
+pub mod text;
 mod tool;
 mod validate;
 mod wire;

@@ -139,10 +139,7 @@ fn redact(value: &Value) -> Value {
 fn cut_strings(value: &Value) -> Value {
     match value {
         Value::String(s) if s.len() > CUT_STRING_BYTES => {
-            let mut end = CUT_STRING_BYTES;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = toolgate_core::text::floor_char_boundary(s, CUT_STRING_BYTES);
             Value::String(format!("{}… [{} bytes in all]", &s[..end], s.len()))
         }
         Value::Object(map) => Value::Object(

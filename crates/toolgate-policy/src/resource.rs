@@ -5,6 +5,7 @@
 //! knows something was left out and how much.
 
 use serde::{Deserialize, Serialize};
+use toolgate_core::text::{ceil_char_boundary, floor_char_boundary};
 
 /// Output and file-size caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,20 +116,6 @@ fn take_lines<'a>(lines: impl Iterator<Item = &'a str>, budget: (usize, usize)) 
         count += 1;
     }
     bytes
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -301,10 +301,7 @@ fn bounded(file: &'static str, source: PartSource, text: &str, max: usize) -> Pr
             truncated: false,
         };
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = toolgate_core::text::floor_char_boundary(text, max);
     let mut cut = text[..end].to_owned();
     if !cut.ends_with('\n') {
         cut.push('\n');

@@ -65,10 +65,7 @@ fn bounded_description(description: &str) -> String {
         return description.to_owned();
     }
     let marker = " [description cut at 1 KB by toolgate]";
-    let mut end = MAX_DESCRIPTION - marker.len();
-    while !description.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = toolgate_core::text::floor_char_boundary(description, MAX_DESCRIPTION - marker.len());
     format!("{}{marker}", &description[..end])
 }
 

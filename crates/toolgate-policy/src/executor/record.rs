@@ -219,11 +219,10 @@ impl Drop for AuditTrail {
 /// `message`, cut at [`MAX_ERROR_BYTES`] on a character boundary.
 fn bounded(mut message: String) -> String {
     if message.len() > MAX_ERROR_BYTES {
-        let mut end = MAX_ERROR_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        message.truncate(toolgate_core::text::floor_char_boundary(
+            &message,
+            MAX_ERROR_BYTES,
+        ));
         message.push('…');
     }
     message
