@@ -440,6 +440,16 @@ fn read_deny_paths(spec: &SandboxSpec, host: &dyn HostView) -> Vec<(PathBuf, boo
         .collect();
     hidden.sort();
     hidden.dedup();
+    // A path below a hidden directory is hidden with it, and a mask on it
+    // could not even be mounted: bubblewrap cannot make a mount point in
+    // the read-only empty directory over its parent. (With toolgate's data
+    // directory in a root, the store's files below it failed every command.)
+    let dirs: Vec<PathBuf> = hidden
+        .iter()
+        .filter(|(_, is_dir)| *is_dir)
+        .map(|(path, _)| path.clone())
+        .collect();
+    hidden.retain(|(path, _)| !dirs.iter().any(|dir| path != dir && path.starts_with(dir)));
     hidden
 }
 

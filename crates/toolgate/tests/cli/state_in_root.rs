@@ -59,6 +59,36 @@ fn the_state_directory_inside_a_root_is_out_of_every_tools_reach() {
     assert_eq!(std::fs::read(&record[0]).unwrap(), before);
 }
 
+/// The data directory inside the project, with the store of grants and the
+/// audit log in it: commands run (before, the mask of a store file below
+/// the masked directory could not be mounted and every command failed),
+/// and see and change nothing of it.
+#[test]
+fn the_data_directory_inside_a_root_is_hidden_and_commands_still_run() {
+    let s = Sandbox::new();
+    let project = std::fs::canonicalize(s.project()).unwrap();
+    let data = project.join(".data");
+    let env = [("XDG_DATA_HOME", data.to_str().unwrap())];
+    // The first call creates the store there.
+    let o = s.run_in(&project, &["call", "ls", "{}"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let db = data.join("toolgate/toolgate.db");
+    assert!(db.is_file(), "no store at {db:?}");
+    let before = std::fs::read(&db).unwrap();
+    let script = "echo \"[listed=$(ls -A .data/toolgate | wc -l)]\"; head -c 6 .data/toolgate/toolgate.db; \
+                  echo x > .data/toolgate/toolgate.db; echo \"[write=$?]\"; echo end";
+    let o = s.run_in(
+        &project,
+        &["call", "bash", &json!({"command": script}).to_string()],
+        &env,
+    );
+    assert!(stdout(&o).contains("end"), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("[listed=0]"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("SQLite"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("[write=0]"), "{}", stdout(&o));
+    assert!(std::fs::read(&db).unwrap().starts_with(&before[..16]));
+}
+
 /// Every file under `dir`.
 fn walkdir_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
