@@ -453,3 +453,87 @@ fn the_operators_filesystem_rules_hold_for_catalogue_runs() {
         "guide\n"
     );
 }
+
+#[test]
+fn a_run_cannot_rewrite_the_configuration_toolgate_reads_below_its_working_directory() {
+    // Run from project/sub with the whole project as the working
+    // directory: sub/toolgate.toml is a file toolgate reads (the nearest
+    // project file), not at the top of the writable directory, so only the
+    // catalogue's own protection keeps it read-only.
+    let s = Shelf::new();
+    s.policy("allow_all", "allow_all");
+    installed(&s, "sh", SH);
+    let config = s.write("project/sub/toolgate.toml", "# the project's\n");
+    let root = format!("project={}", s.project().display());
+    let o = common::toolgate(s.dir.path(), &s.project().join("sub"))
+        .args([
+            "--root",
+            &root,
+            "catalog",
+            "run",
+            "sh",
+            "--workdir",
+            "..",
+            "--",
+            "-c",
+        ])
+        .arg("echo '[catalog]' > sub/toolgate.toml; echo \"[write=$?]\"; echo ok > sub/other.txt")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("[write=") && !stdout(&o).contains("[write=0]"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "# the project's\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.project().join("sub/other.txt")).unwrap(),
+        "ok\n"
+    );
+}
+
+#[test]
+fn a_run_cannot_see_the_store_when_toolgates_data_lies_in_its_working_directory() {
+    // The data directory (the store of grants and the audit log) inside the
+    // project: a catalogue tool that could read or write it could approve
+    // its own runs.
+    let s = Shelf::new();
+    let data = s.project().join(".data");
+    let env = [("XDG_DATA_HOME", data.to_str().unwrap())];
+    let ok = |args: &[&str]| {
+        let o = s.run_env(args, &env);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    ok(&[
+        "catalog",
+        "policy",
+        "--install",
+        "allow_all",
+        "--execute",
+        "allow_all",
+    ]);
+    let file = s.write("manifests/sh.toml", SH);
+    ok(&["catalog", "add", file.to_str().unwrap()]);
+    ok(&["catalog", "install", "sh"]);
+    assert!(data.join("toolgate/toolgate.db").is_file());
+    let out = ok(&[
+        "catalog",
+        "run",
+        "sh",
+        "--",
+        "-c",
+        "ls -A .data/toolgate 2>&1; head -c 16 .data/toolgate/toolgate.db 2>&1 | grep -c SQLite; echo x > .data/toolgate/toolgate.db; echo \"[write=$?]\"",
+    ]);
+    assert!(!out.contains("toolgate.db\n"), "{out}");
+    assert!(out.contains("0\n") && !out.contains("[write=0]"), "{out}");
+    assert!(
+        std::fs::read(data.join("toolgate/toolgate.db"))
+            .unwrap()
+            .starts_with(b"SQLite")
+    );
+}
