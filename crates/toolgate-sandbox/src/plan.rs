@@ -6,6 +6,13 @@
 //! way to protected paths), extra read-only paths, the egress proxy's
 //! socket (network mode `proxy`), read-deny masks, and write-deny masks
 //! last, so nothing after them can undo them.
+//!
+//! The masks are not bubblewrap's to mount: they go to stage 2 as its
+//! `--ro-bind` list, in the same order, and stage 2 mounts them inside the
+//! sandbox's namespaces before it drops every capability (see
+//! `stage2::masks`: bubblewrap re-reads the mount table after each
+//! read-only bind, which made the masks most of its time). bubblewrap binds
+//! their two sources, an empty directory and an empty file, at fixed paths.
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
@@ -20,6 +27,14 @@ use protect::{Mask, write_deny_protection};
 
 /// Where stage 2 appears inside the sandbox.
 pub const STAGE2_PATH: &str = "/.toolgate/stage2";
+
+/// Where the empty read-only directory that masks directories appears
+/// inside the sandbox.
+pub const MASK_DIR_PATH: &str = "/.toolgate/empty-dir";
+
+/// Where the empty read-only file that masks absent files appears inside
+/// the sandbox.
+pub const MASK_FILE_PATH: &str = "/.toolgate/empty";
 
 /// Where the egress proxy's socket appears inside the sandbox (network mode
 /// `proxy`); stage 2's forwarder connects to it.
@@ -255,6 +270,8 @@ struct Builder {
     argv: Vec<OsString>,
     created: Vec<PathBuf>,
     files: Vec<PathBuf>,
+    /// Stage 2's read-only binds `(source inside the sandbox, target)`.
+    masks: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Builder {
@@ -283,6 +300,7 @@ impl BwrapPlan {
             argv: vec![files.bwrap.as_os_str().to_owned()],
             created: Vec::new(),
             files: Vec::new(),
+            masks: Vec::new(),
         };
         process_flags(&mut b, spec);
         system_mounts(&mut b, host);
@@ -316,7 +334,7 @@ impl BwrapPlan {
                 .ok_or(PlanError::NoEgressSocket)?;
             b.push_path("--ro-bind", &[socket, Path::new(EGRESS_SOCKET_PATH)]);
         }
-        read_deny_masks(&mut b, files, &hidden, None);
+        read_deny_masks(&mut b, &hidden, None);
         let read_only: Vec<PathBuf> = protection
             .masks
             .iter()
@@ -325,15 +343,27 @@ impl BwrapPlan {
                 _ => None,
             })
             .collect();
-        write_deny_masks(&mut b, files, protection.masks);
+        write_deny_masks(&mut b, protection.masks);
         // A read-only bind of a protected directory brings the host's
         // content back, over a read-deny mask inside it (`.vscode/secret`
         // hidden, `.vscode` then bound read-only): those masks again.
-        read_deny_masks(&mut b, files, &hidden, Some(&read_only));
+        read_deny_masks(&mut b, &hidden, Some(&read_only));
+        for (source, inside) in [
+            (&files.empty_dir, MASK_DIR_PATH),
+            (&files.empty_file, MASK_FILE_PATH),
+        ] {
+            if b.masks.iter().any(|(s, _)| s == Path::new(inside)) {
+                b.push_path("--ro-bind", &[source, Path::new(inside)]);
+            }
+        }
         b.push_path("--ro-bind", &[&files.stage2, Path::new(STAGE2_PATH)]);
         b.push_path("--chdir", &[&spec.cwd]);
         b.push(&["--", STAGE2_PATH]);
         b.argv.extend(files.stage2_prefix.iter().cloned());
+        let stage2 = Stage2Args {
+            masks: std::mem::take(&mut b.masks),
+            ..stage2.clone()
+        };
         b.argv.extend(stage2.to_argv());
         b.argv.push("--".into());
         b.argv.extend(command.iter().cloned());
@@ -400,8 +430,15 @@ fn process_flags(b: &mut Builder, spec: &SandboxSpec) {
         // terminal (TIOCSTI injection into the parent's tty).
         "--die-with-parent",
         "--new-session",
+        // Stage 2 keeps these two of the sandbox's own user namespace just
+        // long enough to mount the masks and empty the bounding set, then
+        // drops every capability and checks that none is left.
         "--cap-drop",
         "ALL",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--cap-add",
+        "CAP_SETPCAP",
         // The environment reaches stage 2 through a file descriptor, so no
         // value ever appears in an argv that other host processes can read.
         "--clearenv",
@@ -456,12 +493,7 @@ fn read_deny_paths(spec: &SandboxSpec, host: &dyn HostView) -> Vec<(PathBuf, boo
 /// Read-deny masks: an empty directory hides a directory, /dev/null a
 /// file. With `only_under` non-empty, just those strictly below one of its
 /// paths.
-fn read_deny_masks(
-    b: &mut Builder,
-    files: &PlanFiles,
-    hidden: &[(PathBuf, bool)],
-    only_under: Option<&[PathBuf]>,
-) {
+fn read_deny_masks(b: &mut Builder, hidden: &[(PathBuf, bool)], only_under: Option<&[PathBuf]>) {
     for (path, is_dir) in hidden {
         // `Some`: only the masks below these directories (none when the
         // list is empty, never all of them again).
@@ -470,23 +502,20 @@ fn read_deny_masks(
         {
             continue;
         }
-        let source = if *is_dir {
-            files.empty_dir.as_path()
-        } else {
-            Path::new("/dev/null")
-        };
-        b.push_path("--ro-bind", &[source, path]);
+        let source = if *is_dir { MASK_DIR_PATH } else { "/dev/null" };
+        b.masks.push((source.into(), path.clone()));
     }
 }
 
 /// The write-deny masks, last of all mounts so nothing can undo them.
-fn write_deny_masks(b: &mut Builder, files: &PlanFiles, masks: Vec<Mask>) {
+fn write_deny_masks(b: &mut Builder, masks: Vec<Mask>) {
     for mask in masks {
-        match &mask {
-            Mask::ReadOnly(p) => b.push_path("--ro-bind", &[p, p]),
-            Mask::EmptyFile(p) => b.push_path("--ro-bind", &[&files.empty_file, p]),
-            Mask::EmptyDir(p) => b.push_path("--ro-bind", &[&files.empty_dir, p]),
-        }
+        let source = match &mask {
+            Mask::ReadOnly(p) => p.clone(),
+            Mask::EmptyFile(_) => MASK_FILE_PATH.into(),
+            Mask::EmptyDir(_) => MASK_DIR_PATH.into(),
+        };
+        b.masks.push((source, mask.path().to_owned()));
         if let Mask::EmptyFile(p) = &mask {
             b.files.push(p.clone());
         }

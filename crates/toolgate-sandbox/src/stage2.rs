@@ -23,6 +23,7 @@ mod filter;
 mod forwarder;
 mod keeper;
 mod landlock_rules;
+mod masks;
 
 pub use filter::seccomp_filters;
 pub use forwarder::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
@@ -44,6 +45,9 @@ pub struct Stage2Args {
     pub read: Vec<PathBuf>,
     /// Hierarchies the command may write.
     pub write: Vec<PathBuf>,
+    /// Read-only binds `(source, target)` stage 2 mounts, in order, before
+    /// it drops its capabilities: the plan's masks (bubblewrap backend).
+    pub masks: Vec<(PathBuf, PathBuf)>,
     /// Descriptor holding the environment as `KEY=VALUE\0` records.
     pub env_fd: Option<i32>,
     /// The egress proxy's unix socket (as seen inside the sandbox): stage 2
@@ -101,6 +105,11 @@ impl Stage2Args {
                 argv.push(path.as_os_str().to_owned());
             }
         }
+        for (source, target) in &self.masks {
+            argv.push("--ro-bind".into());
+            argv.push(source.as_os_str().to_owned());
+            argv.push(target.as_os_str().to_owned());
+        }
         if let Some(fd) = self.env_fd {
             argv.push("--env-fd".into());
             argv.push(fd.to_string().into());
@@ -146,6 +155,11 @@ impl Stage2Args {
                 Some("--allow-unix-sockets") => parsed.allow_unix_sockets = true,
                 Some("--read") => parsed.read.push(value(&mut iter, "--read")?.into()),
                 Some("--write") => parsed.write.push(value(&mut iter, "--write")?.into()),
+                Some("--ro-bind") => {
+                    let source = value(&mut iter, "--ro-bind")?;
+                    let target = value(&mut iter, "--ro-bind")?;
+                    parsed.masks.push((source.into(), target.into()));
+                }
                 Some(flag @ ("--env-fd" | "--lifeline-fd")) => {
                     let fd = value(&mut iter, flag)?;
                     let fd = fd
@@ -198,6 +212,8 @@ pub fn main_with_args(args: impl Iterator<Item = OsString>) -> i32 {
 }
 
 fn confine(args: &Stage2Args) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
+    // First, while stage 2 still holds the namespace's CAP_SYS_ADMIN.
+    masks::apply(&args.masks)?;
     let env = match args.env_fd {
         Some(fd) => read_env(fd)?,
         None => Vec::new(),
@@ -290,6 +306,10 @@ mod tests {
             allow_unix_sockets: true,
             read: vec!["/".into()],
             write: vec!["/w".into(), "/tmp".into()],
+            masks: vec![
+                ("/dev/null".into(), "/etc/shadow".into()),
+                ("/w/.git/config".into(), "/w/.git/config".into()),
+            ],
             env_fd: Some(3),
             egress_socket: Some("/run/toolgate/egress.sock".into()),
             lifeline_fd: Some(4),

@@ -395,3 +395,78 @@ async fn a_private_file_created_in_etc_after_the_first_command_is_masked() {
         "a private /etc file made after the first command was readable: {o:?}"
     );
 }
+
+/// Stage 2 mounts the masks after bubblewrap has entered the working
+/// directory. Attack: a command whose cwd is a protected directory (or lies
+/// in one) writes through that cwd, which was taken before the masks and
+/// so still reaches the host's directory below them.
+#[tokio::test]
+async fn a_working_directory_inside_a_protected_directory_is_masked_too() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    std::fs::create_dir_all(root.join(".vscode/sub")).unwrap();
+    std::fs::write(root.join(".vscode/tasks.json"), b"{}").unwrap();
+    for cwd in [
+        root.join(".vscode"),
+        root.join(".vscode/sub"),
+        root.join(".git/hooks"),
+    ] {
+        let spec = SandboxSpec::for_root(&root).cwd(&cwd);
+        let script = "echo planted > tasks.json; echo planted > post-checkout; pwd";
+        let o = sb
+            .run(&spec, SandboxCommand::shell(script))
+            .await
+            .unwrap()
+            .outcome;
+        assert_eq!(o.stdout.trim(), cwd.to_str().unwrap(), "{o:?}");
+        assert!(
+            o.stderr.contains("Read-only file system"),
+            "{}: {o:?}",
+            cwd.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read(root.join(".vscode/tasks.json")).unwrap(),
+        b"{}"
+    );
+    assert!(!root.join(".vscode/sub/tasks.json").exists());
+    assert!(!root.join(".vscode/post-checkout").exists());
+    assert!(!root.join(".git/hooks/post-checkout").exists());
+}
+
+/// The masks are stage 2's, which keeps two capabilities of the sandbox's
+/// user namespace to mount them: none of them reaches the command.
+#[tokio::test]
+async fn the_command_holds_no_capability_after_stage_2_mounted_the_masks() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let o = sh(
+        &sb,
+        &root,
+        "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status",
+    )
+    .await;
+    let lines: Vec<&str> = o.outcome.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{o:?}");
+    for line in lines {
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    // Nor can it undo a mask: no umount, no mount over it.
+    let o = sh(
+        &sb,
+        &root,
+        "umount .git/config || umount -l .git/hooks || mount --bind /tmp .git/hooks; echo x > .git/config",
+    )
+    .await;
+    assert_ne!(o.outcome.exit_code, 0, "{o:?}");
+    assert!(
+        !git(&root, &["config", "--local", "--list"])
+            .stdout
+            .is_empty()
+    );
+    assert!(
+        !std::fs::read_to_string(root.join(".git/config"))
+            .unwrap()
+            .starts_with('x')
+    );
+}

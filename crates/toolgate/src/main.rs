@@ -331,6 +331,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Audit { command, args } => return audit::run(command, args, &settings),
         Command::McpServers { command } => return gateway::run(command, &settings, &env),
         Command::Catalog { command } => return catalog::run(command, &settings, &env),
+        // The sandbox alone: no store, no tools.
+        Command::Sandbox {
+            network,
+            allow_unix_sockets,
+            timeout,
+            plan,
+            command,
+        } => {
+            let run = sandbox::Run {
+                network,
+                allow_unix_sockets,
+                timeout: std::time::Duration::from_secs(timeout),
+                argv: command,
+                plan_only: plan,
+            };
+            return runtime()?.block_on(sandbox::run(&settings, &env, run));
+        }
         other => other,
     };
     // `call` opens the store first: an unreachable one stops it here.
@@ -389,6 +406,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         | Command::Audit { .. }
         | Command::McpServers { .. }
         | Command::Catalog { .. }
+        | Command::Sandbox { .. }
         | Command::Trust { .. } => {
             unreachable!("handled above")
         }
@@ -400,22 +418,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .map(|opened| opened.store.backend_name().to_owned())
                 .map_err(|e| format!("{e:#}"));
             render::doctor(&settings, &env.state_dir(), smoke, store, json)
-        }
-        Command::Sandbox {
-            network,
-            allow_unix_sockets,
-            timeout,
-            plan,
-            command,
-        } => {
-            let run = sandbox::Run {
-                network,
-                allow_unix_sockets,
-                timeout: std::time::Duration::from_secs(timeout),
-                argv: command,
-                plan_only: plan,
-            };
-            runtime()?.block_on(sandbox::run(&settings, &env, run))
         }
         Command::Tools { name: None, json } => {
             render::tools(&executor, &settings, json)?;

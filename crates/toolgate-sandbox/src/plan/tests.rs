@@ -141,6 +141,7 @@ fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
         allow_unix_sockets: spec.allow_unix_sockets,
         read: vec!["/".into()],
         write: spec.writable_roots.clone(),
+        masks: Vec::new(),
         env_fd: Some(3),
         egress_socket: (spec.network == NetworkMode::Proxy).then(|| EGRESS_SOCKET_PATH.into()),
         lifeline_fd: None,
@@ -292,11 +293,15 @@ fn mounts_come_in_the_fixed_order() {
             "/var/lib/toolgate/egress-RUN/egress.sock",
             EGRESS_SOCKET_PATH,
         ]),
-        position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
-        position(&["--ro-bind", "/run/toolgate/empty-dir", "/w/private"]),
-        position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),
+        position(&["--ro-bind", "/run/toolgate/empty-dir", MASK_DIR_PATH]),
         position(&["--ro-bind", "/opt/toolgate/bin/toolgate", STAGE2_PATH]),
         position(&["--", STAGE2_PATH]),
+        // The masks are stage 2's, after bubblewrap's mounts and in the
+        // same fixed order among themselves; the command comes last.
+        position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
+        position(&["--ro-bind", MASK_DIR_PATH, "/w/private"]),
+        position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),
+        position(&["--", "bash", "-c"]),
     ];
     let mut sorted = order;
     sorted.sort();
@@ -444,7 +449,7 @@ fn private_system_files_and_directories_are_masked() {
     let spec = SandboxSpec::for_root("/w");
     let text = render(&plan(&spec, &host));
     assert!(
-        text.contains("--ro-bind /run/toolgate/empty-dir /etc/ssl/private\n"),
+        text.contains("--ro-bind /.toolgate/empty-dir /etc/ssl/private\n"),
         "{text}"
     );
     assert!(
@@ -489,13 +494,13 @@ fn nested_repositories_are_protected_like_the_root() {
         "--bind /w/vendor/lib/.git /w/vendor/lib/.git\n",
         "--ro-bind /w/vendor/lib/.git/config /w/vendor/lib/.git/config\n",
         "--ro-bind /w/vendor/lib/.git/hooks /w/vendor/lib/.git/hooks\n",
-        "--ro-bind /run/toolgate/empty /w/vendor/lib/.git/config.worktree\n",
+        "--ro-bind /.toolgate/empty /w/vendor/lib/.git/config.worktree\n",
         "--ro-bind /w/store/mirror.git/config /w/store/mirror.git/config\n",
-        "--ro-bind /run/toolgate/empty-dir /w/store/mirror.git/hooks\n",
+        "--ro-bind /.toolgate/empty-dir /w/store/mirror.git/hooks\n",
         "--ro-bind /w/checkout/.git /w/checkout/.git\n",
         // The git dir the `.git` file names does not exist: blocked where
         // it would be created.
-        "--ro-bind /run/toolgate/empty-dir /w/store/checkout.git\n",
+        "--ro-bind /.toolgate/empty-dir /w/store/checkout.git\n",
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
