@@ -143,28 +143,53 @@ impl HostView for RealHost {
 }
 
 /// Collects entries others may not read (files) or enter (directories),
-/// without descending into the latter or following symlinks (entry
-/// metadata does not follow them). /usr is not scanned: it is large, and
-/// what it holds is meant to be read.
+/// without descending into the latter or following symlinks. /usr is not
+/// scanned: it is large, and what it holds is meant to be read.
+///
+/// Each entry is looked at relative to its open directory (`statx` on the
+/// directory's descriptor, asking only for type and mode), and symlinks,
+/// which the directory listing already names as such, are not looked at:
+/// most of the scan's cost was walking every full path again.
 fn scan_private(dir: &Path, found: &mut Vec<PathBuf>) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
         return;
     };
-    for entry in entries.flatten() {
-        let Ok(meta) = entry.metadata() else {
+    let Ok(mut entries) = rustix::fs::Dir::new(fd) else {
+        return;
+    };
+    let mut subdirs = Vec::new();
+    while let Some(Ok(entry)) = entries.read() {
+        let name = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") || entry.file_type() == FileType::Symlink {
+            continue;
+        }
+        let Ok(stat) = entries.fd().and_then(|fd| {
+            rustix::fs::statx(
+                fd,
+                name,
+                AtFlags::SYMLINK_NOFOLLOW,
+                StatxFlags::TYPE | StatxFlags::MODE,
+            )
+        }) else {
             continue;
         };
-        let mode = meta.permissions().mode();
-        if meta.is_dir() {
-            if mode & 0o001 == 0 {
-                found.push(entry.path());
-            } else {
-                scan_private(&entry.path(), found);
-            }
-        } else if meta.is_file() && mode & 0o004 == 0 {
-            found.push(entry.path());
+        let mode = u32::from(stat.stx_mode);
+        let path = dir.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+        match FileType::from_raw_mode(mode) {
+            FileType::Directory if mode & 0o001 == 0 => found.push(path),
+            FileType::Directory => subdirs.push(path),
+            FileType::RegularFile if mode & 0o004 == 0 => found.push(path),
+            _ => {}
         }
+    }
+    // The descriptor is closed before going down: a deep tree holds one
+    // open directory at a time.
+    drop(entries);
+    for subdir in subdirs {
+        scan_private(&subdir, found);
     }
 }
 
