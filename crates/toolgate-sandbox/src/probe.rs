@@ -40,6 +40,20 @@ pub struct Probe {
     pub seccomp: bool,
     /// Whether toolgate runs as uid 0.
     pub root: bool,
+    /// Whether a command can have a pid namespace of its own (and one capped
+    /// by its `pid_max`), tried once like the rest; `None` when not probed.
+    #[serde(default)]
+    pub pid_namespaces: Option<PidNamespaces>,
+}
+
+/// What [`crate::runner`] can make of pid namespaces here (root only): `Err`
+/// says why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PidNamespaces {
+    /// A pid namespace whose init ties the command's processes to toolgate.
+    pub own: Result<(), String>,
+    /// One whose `pid_max` caps the command's processes.
+    pub capped: Result<(), String>,
 }
 
 /// Which sandbox runs commands.
@@ -95,6 +109,7 @@ impl Probe {
             landlock_abi: landlock_abi(),
             seccomp: Path::new("/proc/sys/kernel/seccomp/actions_avail").exists(),
             root: rustix::process::geteuid().is_root(),
+            pid_namespaces: Some(crate::runner::probe_pid_namespaces()),
         }
     }
 
@@ -192,8 +207,11 @@ fn cache_key() -> String {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
     let uname = rustix::system::uname();
+    // What namespaces this process may make depends on its capabilities
+    // too (root in a container without CAP_SYS_ADMIN).
+    let capabilities = rustix::thread::capabilities(None).map_or(0, |c| c.effective.bits());
     format!(
-        "{:?}:{mtime}:{}:{}",
+        "{:?}:{mtime}:{}:{}:{capabilities:x}",
         bwrap,
         uname.release().to_string_lossy(),
         rustix::process::geteuid().as_raw()
@@ -327,7 +345,24 @@ mod tests {
             landlock_abi: landlock,
             seccomp: true,
             root: true,
+            pid_namespaces: None,
         }
+    }
+
+    #[test]
+    fn the_pid_namespace_findings_survive_the_cache_and_an_older_cache_lacks_them() {
+        let mut probe = findings(true, Some(6));
+        probe.pid_namespaces = Some(PidNamespaces {
+            own: Ok(()),
+            capped: Err("this kernel keeps no pid_max per pid namespace".into()),
+        });
+        let bytes = serde_json::to_vec(&probe).unwrap();
+        assert_eq!(serde_json::from_slice::<Probe>(&bytes).unwrap(), probe);
+        // A cache written before the field existed: probed again in-process.
+        let mut old: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        old.as_object_mut().unwrap().remove("pid_namespaces");
+        let read: Probe = serde_json::from_value(old).unwrap();
+        assert_eq!(read.pid_namespaces, None);
     }
 
     #[test]

@@ -45,6 +45,19 @@ use tokio::time::Instant;
 pub use cgroup::{CgroupHost, Controller, Slot as CgroupSlot, Version as CgroupVersion};
 use group::ProcessGroup;
 pub use limits::{LimitMechanism, ResourceLimits};
+
+/// Tries what pid namespaces commands can have here, for the machine's probe.
+pub(crate) fn probe_pid_namespaces() -> crate::probe::PidNamespaces {
+    crate::probe::PidNamespaces {
+        own: pidns::probe_own(),
+        capped: pidns::probe_capped(),
+    }
+}
+
+/// Takes what the (cached) probe found about pid namespaces.
+pub(crate) fn seed_pid_namespaces(found: &crate::probe::PidNamespaces) {
+    pidns::PidNamespace::seed(found);
+}
 use output::OutputStream;
 
 /// How long the pipes are still read after the command exited and its group was killed.

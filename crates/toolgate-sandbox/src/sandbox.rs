@@ -243,6 +243,9 @@ impl Sandbox {
     /// Like [`Sandbox::new`] with given findings.
     pub fn with_probe(config: SandboxConfig, findings: &Probe) -> Result<Sandbox, SandboxError> {
         let backend = findings.select(config.backend)?;
+        if let Some(found) = &findings.pid_namespaces {
+            runner::seed_pid_namespaces(found);
+        }
         std::fs::create_dir_all(&config.state_dir)
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.state_dir.display())))?;
         let empty_file = config.state_dir.join("empty");

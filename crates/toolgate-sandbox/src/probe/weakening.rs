@@ -224,6 +224,7 @@ mod tests {
             landlock_abi: Some(6),
             seccomp: true,
             root: false,
+            pid_namespaces: None,
         }
     }
 

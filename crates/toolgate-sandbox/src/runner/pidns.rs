@@ -123,29 +123,24 @@ impl PidNamespace {
     }
 
     /// Whether a pid namespace of the command's own can be made here (root, or
-    /// CAP_SYS_ADMIN): tried once per process with `/bin/sh -c 'exit 0'`.
+    /// CAP_SYS_ADMIN): tried once per process with `/bin/sh -c 'exit 0'`, unless
+    /// [`PidNamespace::seed`] gave the answer of the cached probe.
     pub(crate) fn available() -> Result<(), String> {
-        static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
-        AVAILABLE
-            .get_or_init(|| probe(PidNamespace::uncapped(), "a pid namespace of its own"))
-            .clone()
+        AVAILABLE.get_or_init(probe_own).clone()
     }
 
     /// Whether a capped pid namespace can be made here (root with a kernel that keeps
-    /// `pid_max` per namespace): tried once per process with `/bin/sh -c 'exit 0'`.
+    /// `pid_max` per namespace): tried once per process with `/bin/sh -c 'exit 0'`,
+    /// unless [`PidNamespace::seed`] gave the answer.
     pub(crate) fn available_capped() -> Result<(), String> {
-        static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
-        AVAILABLE
-            .get_or_init(|| {
-                PidNamespace::available()?;
-                probe(PidNamespace::capped(8), "a capped pid namespace").map_err(|e| {
-                    format!(
-                        "this kernel keeps no pid_max per pid namespace (Linux 6.14 or \
-                         later does): {e}"
-                    )
-                })
-            })
-            .clone()
+        AVAILABLE_CAPPED.get_or_init(probe_capped).clone()
+    }
+
+    /// Takes both answers from the machine's probe (cached with it per kernel, user
+    /// and capabilities), sparing a short-lived process the two trial runs.
+    pub(crate) fn seed(found: &crate::probe::PidNamespaces) {
+        let _ = AVAILABLE.set(found.own.clone());
+        let _ = AVAILABLE_CAPPED.set(found.capped.clone());
     }
 
     /// Makes the command the init of a new pid namespace (see the module doc).
@@ -253,6 +248,22 @@ fn write_sysctl(path: &std::ffi::CStr, value: &[u8]) -> io::Result<()> {
     let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
     rustix::io::write(&fd, value)?;
     Ok(())
+}
+
+static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
+static AVAILABLE_CAPPED: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Tries a pid namespace of a command's own.
+pub(crate) fn probe_own() -> Result<(), String> {
+    probe(PidNamespace::uncapped(), "a pid namespace of its own")
+}
+
+/// Tries a capped pid namespace.
+pub(crate) fn probe_capped() -> Result<(), String> {
+    PidNamespace::available()?;
+    probe(PidNamespace::capped(8), "a capped pid namespace").map_err(|e| {
+        format!("this kernel keeps no pid_max per pid namespace (Linux 6.14 or later does): {e}")
+    })
 }
 
 fn probe(namespace: PidNamespace, what: &str) -> Result<(), String> {
