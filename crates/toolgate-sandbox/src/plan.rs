@@ -21,6 +21,7 @@ use crate::repos::{RootScan, ScanTooLarge, scan_root_parallel};
 use crate::spec::{NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
 use crate::stage2::Stage2Args;
 
+mod private;
 mod protect;
 
 use protect::{Mask, write_deny_protection};
@@ -111,19 +112,11 @@ impl HostView for RealHost {
     }
 
     fn private_system_paths(&self) -> Vec<PathBuf> {
-        // Only uid 0 can read what others may not. Scanned for every plan:
-        // a private file created (or a file made private) after this
-        // process started must be masked as well, and a cache keyed on
-        // directory times would miss a chmod (which changes only the
-        // file's own ctime). The scan reads some 1,500 entries.
+        // Only uid 0 can read what others may not.
         if !rustix::process::geteuid().is_root() {
             return Vec::new();
         }
-        let mut found = Vec::new();
-        for dir in ["/etc", "/opt"] {
-            scan_private(Path::new(dir), &mut found);
-        }
-        found
+        private::system_paths()
     }
 
     fn is_empty(&self, path: &Path) -> bool {
@@ -139,57 +132,6 @@ impl HostView for RealHost {
         // large trees (see benches/nested_scan.rs).
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         scan_root_parallel(root, budget, threads)
-    }
-}
-
-/// Collects entries others may not read (files) or enter (directories),
-/// without descending into the latter or following symlinks. /usr is not
-/// scanned: it is large, and what it holds is meant to be read.
-///
-/// Each entry is looked at relative to its open directory (`statx` on the
-/// directory's descriptor, asking only for type and mode), and symlinks,
-/// which the directory listing already names as such, are not looked at:
-/// most of the scan's cost was walking every full path again.
-fn scan_private(dir: &Path, found: &mut Vec<PathBuf>) {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
-    use std::os::unix::ffi::OsStrExt;
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
-        return;
-    };
-    let Ok(mut entries) = rustix::fs::Dir::new(fd) else {
-        return;
-    };
-    let mut subdirs = Vec::new();
-    while let Some(Ok(entry)) = entries.read() {
-        let name = entry.file_name();
-        if matches!(name.to_bytes(), b"." | b"..") || entry.file_type() == FileType::Symlink {
-            continue;
-        }
-        let Ok(stat) = entries.fd().and_then(|fd| {
-            rustix::fs::statx(
-                fd,
-                name,
-                AtFlags::SYMLINK_NOFOLLOW,
-                StatxFlags::TYPE | StatxFlags::MODE,
-            )
-        }) else {
-            continue;
-        };
-        let mode = u32::from(stat.stx_mode);
-        let path = dir.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
-        match FileType::from_raw_mode(mode) {
-            FileType::Directory if mode & 0o001 == 0 => found.push(path),
-            FileType::Directory => subdirs.push(path),
-            FileType::RegularFile if mode & 0o004 == 0 => found.push(path),
-            _ => {}
-        }
-    }
-    // The descriptor is closed before going down: a deep tree holds one
-    // open directory at a time.
-    drop(entries);
-    for subdir in subdirs {
-        scan_private(&subdir, found);
     }
 }
 

@@ -470,3 +470,72 @@ async fn the_command_holds_no_capability_after_stage_2_mounted_the_masks() {
             .starts_with('x')
     );
 }
+
+/// A long-lived process keeps the scan of /etc and /opt for private files
+/// while nothing there changes (inotify). Attack: once that cache is in
+/// place, the host gains private files the cache never saw: one made
+/// private by a chmod, one in a new subdirectory, one whose mode changes
+/// through a hard link outside /etc. Every one must be masked at the next
+/// command, and what was masked stays masked.
+#[tokio::test]
+async fn private_system_files_follow_the_host_while_the_scan_is_cached() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&root).unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let tag = format!("toolgate-cache-{}-{nanos}", std::process::id());
+    let readable = |path: &Path| {
+        std::fs::write(path, b"secret material\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    };
+    // World-readable at first: the cached scan does not mask them.
+    let chmodded = EtcFile(PathBuf::from(format!("/etc/{tag}.chmod")));
+    readable(&chmodded.0);
+    let linked = EtcFile(PathBuf::from(format!("/etc/{tag}.linked")));
+    readable(&linked.0);
+    // Outside /etc, on its file system.
+    let other_link = EtcFile(PathBuf::from(format!("/{tag}.link")));
+    std::fs::hard_link(&linked.0, &other_link.0).unwrap();
+    let subdir = PathBuf::from(format!("/etc/{tag}.d"));
+    let _subdir_guard = EtcDir(subdir.clone());
+    let sb = sandbox(&dir.path().join("state"));
+    // The first scan is not watched, the second is, the third uses it.
+    for _ in 0..3 {
+        let o = sh(&sb, &root, &format!("cat {}", chmodded.0.display())).await;
+        assert!(o.outcome.stdout.contains("secret material"), "{o:?}");
+    }
+    // Alone, so no other event sets off a fresh scan that would find it.
+    std::fs::set_permissions(&other_link.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = sh(&sb, &root, &format!("cat {}", linked.0.display())).await;
+    assert!(
+        !o.outcome.stdout.contains("secret material"),
+        "a file made private through a hard link outside /etc was readable: {o:?}"
+    );
+    std::fs::set_permissions(&chmodded.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir(&subdir).unwrap();
+    let nested = subdir.join("key");
+    std::fs::write(&nested, b"secret material\n").unwrap();
+    std::fs::set_permissions(&nested, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for _ in 0..2 {
+        for path in [&chmodded.0, &linked.0, &nested] {
+            let o = sh(&sb, &root, &format!("cat {}", path.display())).await;
+            assert!(
+                !o.outcome.stdout.contains("secret material"),
+                "{} was readable after it became private: {o:?}",
+                path.display()
+            );
+        }
+    }
+}
+
+struct EtcDir(PathBuf);
+
+impl Drop for EtcDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
