@@ -42,10 +42,10 @@ pub(super) fn system_paths() -> Vec<PathBuf> {
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(watched) = &mut cache.watched {
-        if watched.unchanged() {
-            return watched.found.clone();
-        }
+    if let Some(watched) = &mut cache.watched
+        && watched.unchanged()
+    {
+        return watched.found.clone();
     }
     cache.watched = None;
     cache.scans += 1;
