@@ -5,6 +5,9 @@
 #   toolgate        `toolgate sandbox -- sh -c true`: the CLI process, config,
 #                   the cached probe, the plan, bubblewrap and stage 2
 #                   (no_new_privs, capabilities, Landlock, seccomp)
+#   baseline        the same through BASELINE, another toolgate binary (e.g.
+#                   an older release build), when set: old and new side by
+#                   side in one run
 # Prints the mean of each and the ratios to the plain bubblewrap spawn.
 # Needs hyperfine and bubblewrap (apt-get install -y hyperfine bubblewrap).
 set -euo pipefail
@@ -27,19 +30,26 @@ bwrap_cmd="bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unsh
 
 # Warm the probe cache the way a first run would.
 (cd "$work/root" && "$toolgate" sandbox -- true)
+baseline=()
+names=(bare bwrap toolgate)
+if [[ -n "${BASELINE:-}" ]]; then
+    (cd "$work/root" && "$BASELINE" sandbox -- true)
+    baseline=(-n baseline "$BASELINE sandbox -- sh -c true")
+    names+=(baseline)
+fi
 
 cd "$work/root"
 hyperfine -N --warmup 20 --runs "$runs" --export-json "$work/result.json" \
     -n bare "sh -c true" \
     -n bwrap "$bwrap_cmd" \
-    -n toolgate "$toolgate sandbox -- sh -c true" >/dev/null
+    -n toolgate "$toolgate sandbox -- sh -c true" "${baseline[@]}" >/dev/null
 
-python3 - "$work/result.json" <<'PY'
+python3 - "$work/result.json" "${names[@]}" <<'PY'
 import json, sys
 results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
 base = results["bwrap"]["mean"]
 print(f"{'':10} {'mean':>10} {'stddev':>10} {'vs bwrap':>9}")
-for name in ("bare", "bwrap", "toolgate"):
+for name in sys.argv[2:]:
     r = results[name]
     print(f"{name:10} {r['mean']*1e3:8.2f}ms {r['stddev']*1e3:8.2f}ms {r['mean']/base:8.2f}x")
 PY

@@ -7,12 +7,14 @@
 //! socket (network mode `proxy`), read-deny masks, and write-deny masks
 //! last, so nothing after them can undo them.
 //!
-//! The masks are not bubblewrap's to mount: they go to stage 2 as its
-//! `--ro-bind` list, in the same order, and stage 2 mounts them inside the
-//! sandbox's namespaces before it drops every capability (see
+//! As root, the masks are not bubblewrap's to mount: they go to stage 2 as
+//! its `--ro-bind` list, in the same order, and stage 2 mounts them inside
+//! the sandbox's namespaces before it drops every capability (see
 //! `stage2::masks`: bubblewrap re-reads the mount table after each
 //! read-only bind, which made the masks most of its time). bubblewrap binds
 //! their two sources, an empty directory and an empty file, at fixed paths.
+//! Unprivileged, bubblewrap mounts them as before (see
+//! [`HostView::masks_in_stage2`]).
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
@@ -80,6 +82,13 @@ pub trait HostView {
     /// Whether `path` is an empty directory or an empty regular file (not
     /// following a final symlink).
     fn is_empty(&self, path: &Path) -> bool;
+    /// Whether stage 2 can mount the masks itself: toolgate runs as root.
+    /// Unprivileged, bubblewrap ends its setup in a nested user namespace
+    /// that holds no right over the sandbox's mounts, so bubblewrap mounts
+    /// them.
+    fn masks_in_stage2(&self) -> bool {
+        rustix::process::geteuid().is_root()
+    }
     /// The repositories inside `root` ([`crate::repos`]), reading at most
     /// `budget` directory entries.
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge>;
@@ -237,8 +246,12 @@ struct Builder {
     argv: Vec<OsString>,
     created: Vec<PathBuf>,
     files: Vec<PathBuf>,
-    /// Stage 2's read-only binds `(source inside the sandbox, target)`.
-    masks: Vec<(PathBuf, PathBuf)>,
+    /// With `Some`, stage 2's read-only binds `(source inside the sandbox,
+    /// target)`; with `None`, the masks are bubblewrap's.
+    masks: Option<Vec<(PathBuf, PathBuf)>>,
+    /// The empty directory and file, as the masks' mounter sees them.
+    empty_dir: PathBuf,
+    empty_file: PathBuf,
 }
 
 impl Builder {
@@ -250,6 +263,14 @@ impl Builder {
         self.argv.push(flag.into());
         self.argv
             .extend(paths.iter().map(|p| p.as_os_str().to_owned()));
+    }
+
+    /// A read-only bind of `source` over `target`: stage 2's or bubblewrap's.
+    fn mask(&mut self, source: &Path, target: &Path) {
+        match &mut self.masks {
+            Some(masks) => masks.push((source.to_owned(), target.to_owned())),
+            None => self.push_path("--ro-bind", &[source, target]),
+        }
     }
 }
 
@@ -267,9 +288,17 @@ impl BwrapPlan {
             argv: vec![files.bwrap.as_os_str().to_owned()],
             created: Vec::new(),
             files: Vec::new(),
-            masks: Vec::new(),
+            masks: None,
+            empty_dir: files.empty_dir.clone(),
+            empty_file: files.empty_file.clone(),
         };
-        process_flags(&mut b, spec);
+        let in_stage2 = host.masks_in_stage2();
+        if in_stage2 {
+            b.masks = Some(Vec::new());
+            b.empty_dir = MASK_DIR_PATH.into();
+            b.empty_file = MASK_FILE_PATH.into();
+        }
+        process_flags(&mut b, spec, in_stage2);
         system_mounts(&mut b, host);
         // Fresh kernel views and a private /tmp; roots under /tmp come after,
         // so the tmpfs does not hide them.
@@ -315,11 +344,12 @@ impl BwrapPlan {
         // content back, over a read-deny mask inside it (`.vscode/secret`
         // hidden, `.vscode` then bound read-only): those masks again.
         read_deny_masks(&mut b, &hidden, Some(&read_only));
+        let masks = b.masks.take().unwrap_or_default();
         for (source, inside) in [
             (&files.empty_dir, MASK_DIR_PATH),
             (&files.empty_file, MASK_FILE_PATH),
         ] {
-            if b.masks.iter().any(|(s, _)| s == Path::new(inside)) {
+            if masks.iter().any(|(s, _)| s == Path::new(inside)) {
                 b.push_path("--ro-bind", &[source, Path::new(inside)]);
             }
         }
@@ -328,7 +358,7 @@ impl BwrapPlan {
         b.push(&["--", STAGE2_PATH]);
         b.argv.extend(files.stage2_prefix.iter().cloned());
         let stage2 = Stage2Args {
-            masks: std::mem::take(&mut b.masks),
+            masks,
             ..stage2.clone()
         };
         b.argv.extend(stage2.to_argv());
@@ -377,7 +407,7 @@ fn check_spec(spec: &SandboxSpec, host: &dyn HostView) -> Result<(), PlanError> 
     Ok(())
 }
 
-fn process_flags(b: &mut Builder, spec: &SandboxSpec) {
+fn process_flags(b: &mut Builder, spec: &SandboxSpec, masks_in_stage2: bool) {
     // A new user namespace even as root, so `--cap-drop ALL` leaves the
     // command with no capability at all in any namespace.
     b.push(&[
@@ -397,15 +427,16 @@ fn process_flags(b: &mut Builder, spec: &SandboxSpec) {
         // terminal (TIOCSTI injection into the parent's tty).
         "--die-with-parent",
         "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]);
+    if masks_in_stage2 {
         // Stage 2 keeps these two of the sandbox's own user namespace just
         // long enough to mount the masks and empty the bounding set, then
         // drops every capability and checks that none is left.
-        "--cap-drop",
-        "ALL",
-        "--cap-add",
-        "CAP_SYS_ADMIN",
-        "--cap-add",
-        "CAP_SETPCAP",
+        b.push(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+    }
+    b.push(&[
         // The environment reaches stage 2 through a file descriptor, so no
         // value ever appears in an argv that other host processes can read.
         "--clearenv",
@@ -469,8 +500,12 @@ fn read_deny_masks(b: &mut Builder, hidden: &[(PathBuf, bool)], only_under: Opti
         {
             continue;
         }
-        let source = if *is_dir { MASK_DIR_PATH } else { "/dev/null" };
-        b.masks.push((source.into(), path.clone()));
+        let source = if *is_dir {
+            b.empty_dir.clone()
+        } else {
+            PathBuf::from("/dev/null")
+        };
+        b.mask(&source, path);
     }
 }
 
@@ -479,10 +514,10 @@ fn write_deny_masks(b: &mut Builder, masks: Vec<Mask>) {
     for mask in masks {
         let source = match &mask {
             Mask::ReadOnly(p) => p.clone(),
-            Mask::EmptyFile(_) => MASK_FILE_PATH.into(),
-            Mask::EmptyDir(_) => MASK_DIR_PATH.into(),
+            Mask::EmptyFile(_) => b.empty_file.clone(),
+            Mask::EmptyDir(_) => b.empty_dir.clone(),
         };
-        b.masks.push((source, mask.path().to_owned()));
+        b.mask(&source, mask.path());
         if let Mask::EmptyFile(p) = &mask {
             b.files.push(p.clone());
         }

@@ -14,6 +14,8 @@ struct Fixture {
     private: Vec<PathBuf>,
     /// Replaces the plan's budget for the nested-repository walk.
     scan_budget: Option<usize>,
+    /// An unprivileged toolgate: bubblewrap mounts the masks.
+    unprivileged: bool,
 }
 
 impl Fixture {
@@ -55,6 +57,9 @@ impl Fixture {
 }
 
 impl HostView for Fixture {
+    fn masks_in_stage2(&self) -> bool {
+        !self.unprivileged
+    }
     fn entry(&self, path: &Path) -> HostEntry {
         if path == Path::new("/") {
             return HostEntry::Dir;
@@ -316,6 +321,62 @@ fn mounts_come_in_the_fixed_order() {
             .any(|w| w[0] == "--symlink" && w[2] == *path);
         assert!(!(bound && linked), "{path} bound and linked");
     }
+}
+
+#[test]
+fn unprivileged_the_masks_are_bubblewraps_in_the_same_order() {
+    let mut host = Fixture::merged_usr();
+    host.dir("/w")
+        .dir("/w/.git")
+        .file("/w/.git/config")
+        .dir("/w/private");
+    let spec = SandboxSpec::for_root("/w").read_deny("/w/private");
+    let as_root = plan(&spec, &host);
+    host.unprivileged = true;
+    let unprivileged = plan(&spec, &host);
+    let argv: Vec<String> = unprivileged
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let stage2 = argv.iter().position(|a| a == STAGE2_PATH).unwrap();
+    // Each mask with its source named by kind, wherever the mounter sees it.
+    let masks = |argv: &[String], dir: &str, file: &str| -> Vec<String> {
+        argv.windows(3)
+            .filter(|w| w[0] == "--ro-bind" && w[2].starts_with("/w/"))
+            .map(|w| {
+                let source = if w[1] == dir {
+                    "EMPTY-DIR"
+                } else if w[1] == file {
+                    "EMPTY-FILE"
+                } else {
+                    &w[1]
+                };
+                format!("{source} {}", w[2])
+            })
+            .collect()
+    };
+    let (host_dir, host_file) = ("/run/toolgate/empty-dir", "/run/toolgate/empty");
+    // The same masks in the same order, before stage 2 and from the host's
+    // empty directory; no capability is kept for stage 2.
+    let root_argv: Vec<String> = as_root
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let bwrap_masks = masks(&argv[..stage2], host_dir, host_file);
+    assert!(bwrap_masks.contains(&"EMPTY-FILE /w/.git/config.worktree".to_owned()));
+    assert_eq!(
+        bwrap_masks,
+        masks(&root_argv, MASK_DIR_PATH, MASK_FILE_PATH)
+    );
+    assert!(masks(&argv[stage2..], host_dir, host_file).is_empty());
+    assert!(!argv.iter().any(|a| a == "--cap-add"), "{argv:?}");
+    assert!(root_argv.iter().any(|a| a == "CAP_SYS_ADMIN"));
+    assert_eq!(
+        as_root.created_mount_points,
+        unprivileged.created_mount_points
+    );
 }
 
 #[test]
