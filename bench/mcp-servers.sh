@@ -32,7 +32,9 @@
 # Needs python3 (venv, pip), node and npm, bubblewrap; the network to npm and
 # PyPI once. Installs the peers (and Node 22 if the peer needs it) into a temp
 # dir. TOOLGATE (default: the release build of this checkout), TOOLGATE_ARGS
-# (extra global options, e.g. --preset), RUNS (spawns, default 20), CALLS
+# (extra global options, e.g. --preset), BASELINE (another toolgate binary,
+# e.g. an older release build: its numbers appear beside toolgate's, measured
+# in the same run), RUNS (spawns, default 20), CALLS
 # (default 100), HEAVY_CALLS (default 10). About 90 seconds in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -145,6 +147,9 @@ client() { # name, workload, server argv...
 client server-filesystem filesystem "$node" "$fs_pkg/dist/index.js" "$root"
 ALLOW_COMMANDS=true client mcp-shell-server shell "$shell_server"
 client toolgate toolgate "$toolgate" "${toolgate_args[@]}" mcp --root .
+if [[ -n "${BASELINE:-}" ]]; then
+    client baseline toolgate "$(realpath "$BASELINE")" "${toolgate_args[@]}" mcp --root .
+fi
 
 versions="server-filesystem $(node -p 'require(process.argv[1]).version' "$fs_pkg/package.json") on node $(node --version), "
 versions+="mcp-shell-server $("$work/peers/venv/bin/python" -c 'from importlib.metadata import version as v; print(v("mcp-shell-server"), "(mcp", v("mcp") + ")")'), "
@@ -154,6 +159,7 @@ import json, os, sys
 work, versions, runs, calls, heavy, rs = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 load = lambda name: json.load(open(f"{work}/{name}.out"))
 tg, fs, sh = load("toolgate"), load("server-filesystem"), load("mcp-shell-server")
+base = load("baseline") if os.path.exists(f"{work}/baseline.out") else None
 
 def ms(s):
     v = s * 1e3
@@ -191,11 +197,20 @@ print("MCP protocol negotiated: " + ", ".join(
     f"{n} {o.get('protocol', '?')}" for n, o in (("toolgate", tg), ("server-filesystem", fs), ("mcp-shell-server", sh))))
 print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (other work on the machine skews every number)")
 print()
-print("| measurement | toolgate | peer | ratio (peer/toolgate) | target |")
-print("| --- | ---: | ---: | ---: | --- |")
+if base is not None:
+    print("| measurement | toolgate before (BASELINE) | toolgate | peer | ratio before | ratio (peer/toolgate) | target |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+else:
+    print("| measurement | toolgate | peer | ratio (peer/toolgate) | target |")
+    print("| --- | ---: | ---: | ---: | --- |")
 for name, peer, get, fmt, target in rows:
     tv, tcell = cell(tg, get, fmt)
     pv, pcell = cell(peer, get, fmt)
+    before = ""
+    if base is not None:
+        bv, bcell = cell(base, get, fmt)
+        bratio = f"{pv / bv:.1f}x" if bv and pv is not None else "-"
+        before = f" {bcell} |"
     tcell_target = f"≥{target}x" if target else "-"
     if tv is not None and pv is not None:
         ratio = pv / tv
@@ -204,7 +219,10 @@ for name, peer, get, fmt, target in rows:
             tcell_target += " met" if ratio >= target else " MISSED"
     else:
         rcell = "-"
-    print(f"| {name} | {tcell} | {pcell} | {rcell} | {tcell_target} |")
+    if base is not None:
+        print(f"| {name} |{before} {tcell} | {pcell} | {bratio} | {rcell} | {tcell_target} |")
+    else:
+        print(f"| {name} | {tcell} | {pcell} | {rcell} | {tcell_target} |")
 
 def size(o, k):
     r = o.get("results", {}).get(k)
@@ -234,7 +252,8 @@ print("- ping: a bare JSON-RPC request, no tool: what stdio, the server's dispat
       " per call; the small read and ls cannot be faster than it.")
 print("- every call is timed from the request's first byte written to the response's last byte read,"
       " by the same stdlib client; its JSON decoding is not timed.")
-failed = [(n, e) for n, o in (("toolgate", tg), ("server-filesystem", fs), ("mcp-shell-server", sh)) for e in o["errors"]]
+failed = [(n, e) for n, o in (("toolgate", tg), ("server-filesystem", fs), ("mcp-shell-server", sh), ("baseline", base))
+          if o is not None for e in o["errors"]]
 if failed:
     print()
     print("FAILURES (their numbers are left out):")
