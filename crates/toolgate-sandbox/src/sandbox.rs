@@ -57,6 +57,9 @@ pub struct SandboxConfig {
     pub egress: Option<EgressSetup>,
     /// The resource limits of every command (a command's own can only lower them).
     pub limits: ResourceLimits,
+    /// How long a run's placeholders may outlive it (see [`SandboxConfig::linger`]);
+    /// `None`: removed before the run returns.
+    pub linger: Option<Duration>,
 }
 
 impl SandboxConfig {
@@ -69,7 +72,23 @@ impl SandboxConfig {
             stage2_prefix: Vec::new(),
             egress: None,
             limits: ResourceLimits::recommended(),
+            linger: None,
         }
+    }
+
+    /// Lets a run's placeholders (the mount points made on the host for
+    /// absent protected names) outlive it by `delay`, removed then by a task
+    /// of the async runtime: a server answers without waiting for their
+    /// removal, which right after a run waits on the kernel's teardown of
+    /// the sandbox's mounts (milliseconds for a few dozen), and a run that
+    /// starts within `delay` finds them in place and uses them (as
+    /// concurrent runs share them) instead of making them again. Until
+    /// removed they are what the host sees during any run, and the journal
+    /// keeps them accounted for: a runtime that shuts down removes them as it
+    /// drops the task, and a killed toolgate's next start does.
+    pub fn linger(mut self, delay: Duration) -> Self {
+        self.linger = Some(delay);
+        self
     }
 
     /// Sets the resource limits of every command run in this sandbox (by default
@@ -231,6 +250,7 @@ pub struct Sandbox {
     host_env: BTreeMap<String, String>,
     egress: Option<EgressSetup>,
     limits: ResourceLimits,
+    linger: Option<Duration>,
 }
 
 impl Sandbox {
@@ -269,6 +289,7 @@ impl Sandbox {
             host_env: std::env::vars().collect(),
             egress: config.egress,
             limits: config.limits,
+            linger: config.linger,
         })
     }
 
@@ -375,6 +396,10 @@ impl Sandbox {
         }
         let outcome = outcome?;
         let warnings = audit.after();
+        match self.linger {
+            Some(delay) => linger(journal, delay),
+            None => drop(journal),
+        }
         Ok(SandboxOutcome {
             outcome,
             backend: self.backend,
@@ -517,6 +542,20 @@ impl Sandbox {
     pub fn bwrap(&self) -> Option<&Path> {
         self.bwrap.as_deref()
     }
+}
+
+/// Ends `journal` (removing its placeholders that no live run uses) after
+/// `delay`, from a task of the current async runtime; at once without one.
+fn linger(journal: Journal, delay: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        drop(journal);
+        return;
+    };
+    runtime.spawn(async move {
+        tokio::time::sleep(delay).await;
+        // The removal takes the journals' lock and may wait on the kernel.
+        let _ = tokio::task::spawn_blocking(move || drop(journal)).await;
+    });
 }
 
 /// What the landlock backend lets a command read besides the roots.

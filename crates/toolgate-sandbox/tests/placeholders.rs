@@ -181,3 +181,77 @@ async fn a_placeholder_a_host_program_filled_is_kept() {
         vec![".vscode".to_owned(), "started".to_owned()]
     );
 }
+
+fn lingering(state: &Path, delay: Duration) -> Sandbox {
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    Sandbox::new(SandboxConfig::new(stage2, state.to_owned()).linger(delay)).unwrap()
+}
+
+/// A server answers before its command's placeholders are removed. They
+/// must still mask for a run that comes meanwhile (which uses them), and go
+/// once the delay is over and no run needs them.
+#[tokio::test]
+async fn lingering_placeholders_mask_the_next_run_and_go_after_the_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("file.txt"), "x\n").unwrap();
+    let before = names(&root);
+    let sb = lingering(&dir.path().join("state"), Duration::from_millis(400));
+    let spec = SandboxSpec::for_root(&root);
+    let first = sb.run(&spec, SandboxCommand::shell("true")).await.unwrap();
+    assert_eq!(first.outcome.exit_code, 0, "{first:?}");
+    assert!(root.join(".claude").is_dir(), "{:?}", names(&root));
+    // Attack in the window: the names are taken, but by empty placeholders.
+    let second = sb
+        .run(
+            &spec,
+            SandboxCommand::shell(
+                "mkdir .claude/agents; echo '{}' > .claude/settings.json; rmdir .claude; \
+                 mkdir .vscode/x; git init -q . ; echo done",
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(second.outcome.stdout.contains("done"), "{second:?}");
+    for path in [
+        ".claude/agents",
+        ".claude/settings.json",
+        ".vscode/x",
+        ".git/config",
+    ] {
+        assert!(!root.join(path).exists(), "{path} was created: {second:?}");
+    }
+    // Both runs' placeholders go after the delay.
+    let mut left = names(&root);
+    for _ in 0..100 {
+        if left == before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = names(&root);
+    }
+    assert_eq!(left, before);
+}
+
+/// A server that shuts down (its runtime dropped) removes the placeholders
+/// still lingering, however long the delay.
+#[test]
+fn a_runtime_that_ends_removes_the_lingering_placeholders() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&root).unwrap();
+    let before = names(&root);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sb = lingering(&dir.path().join("state"), Duration::from_secs(3600));
+    let outcome = runtime
+        .block_on(sb.run(&SandboxSpec::for_root(&root), SandboxCommand::shell("true")))
+        .unwrap();
+    assert_eq!(outcome.outcome.exit_code, 0, "{outcome:?}");
+    assert!(root.join(".claude").is_dir(), "{:?}", names(&root));
+    drop(runtime);
+    assert_eq!(names(&root), before);
+}

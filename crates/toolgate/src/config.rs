@@ -293,6 +293,9 @@ pub struct Settings {
     /// settings file, the data directory (trust records, the serve token).
     /// Protected from the agent wherever they lie inside a root.
     pub own_files: Vec<PathBuf>,
+    /// A long-lived server (`mcp`, `serve`): a command's placeholders are
+    /// removed after its answer went out (see `SandboxConfig::linger`).
+    pub serving: bool,
 }
 
 /// What the command line said that overrides files and environment.
@@ -707,6 +710,7 @@ fn resolve(
         warnings: Vec::new(),
         narrow_to: None,
         own_files: Vec::new(),
+        serving: false,
         filesystem_source: settings_file.as_ref().map(|settings| settings.path.clone()),
     })
 }

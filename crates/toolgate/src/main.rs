@@ -294,7 +294,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
     let command = match cli.command {
         Command::Mcp { exposure } => {
-            let settings = exposure.apply(settings)?;
+            let mut settings = exposure.apply(settings)?;
+            settings.serving = true;
             return mcp::stdio(settings, env, cli.demo);
         }
         Command::Serve {
@@ -304,7 +305,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             allow_remote,
             no_token,
         } => {
-            let settings = exposure.apply(settings)?;
+            let mut settings = exposure.apply(settings)?;
+            settings.serving = true;
             let flags = mcp::Serve {
                 port,
                 host,

@@ -20,6 +20,11 @@ use toolgate_sandbox::{
 use crate::STAGE2_COMMAND;
 use crate::config::{Environment, Settings};
 
+/// How long a server leaves a command's placeholders in place after it
+/// answered: the kernel's teardown of the sandbox's mounts is over by then,
+/// so their removal is quick, and an agent's next command often comes sooner.
+const PLACEHOLDER_LINGER: Duration = Duration::from_millis(250);
+
 /// One `toolgate sandbox` invocation.
 pub struct Run {
     pub network: NetworkMode,
@@ -35,6 +40,11 @@ fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
         .backend(settings.backend)
         .stage2_prefix([STAGE2_COMMAND])
         .limits(settings.limits.clone());
+    if settings.serving {
+        // The answer goes out first; a command that follows within this
+        // time uses the placeholders in place of making them again.
+        config = config.linger(PLACEHOLDER_LINGER);
+    }
     if let EgressMode::Proxy(rules) = &settings.network {
         // Every connection a command makes through the proxy, allowed or
         // refused, is reported on stderr (stdout stays the result's).
