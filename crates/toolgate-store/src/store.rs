@@ -79,6 +79,15 @@ pub trait Store: Send + Sync {
         record: &AuditRecord,
     ) -> Result<AuditEntry, StoreError>;
 
+    /// Appends several audit records in order, as [`Store::append_audit`]
+    /// would one by one, in one transaction: all of them or none. Gives how
+    /// many were appended.
+    async fn append_audits(
+        &self,
+        tenant: &Tenant,
+        records: &[AuditRecord],
+    ) -> Result<u64, StoreError>;
+
     /// Audit records, oldest first.
     async fn audit(
         &self,

@@ -274,6 +274,14 @@ impl Store for SqlStore {
         self.append_audit_impl(tenant, record).await
     }
 
+    async fn append_audits(
+        &self,
+        tenant: &crate::Tenant,
+        records: &[toolgate_policy::AuditRecord],
+    ) -> Result<u64, StoreError> {
+        self.append_audits_impl(tenant, records).await
+    }
+
     async fn audit(
         &self,
         tenant: &crate::Tenant,

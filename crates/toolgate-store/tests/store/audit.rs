@@ -95,6 +95,44 @@ async fn appends_are_numbered_and_chained_per_tenant(db: Db) {
     );
 }
 
+both!(a_batch_continues_the_chain_like_single_appends);
+async fn a_batch_continues_the_chain_like_single_appends(db: Db) {
+    let default = tenant("default");
+    db.store
+        .append_audit(&default, &record(1, "read", "a", "allow"))
+        .await
+        .unwrap();
+    // Past one INSERT's worth of rows, so the batch spans several.
+    let batch: Vec<AuditRecord> = (2..=150).map(|n| record(n, "ls", "b", "allow")).collect();
+    assert_eq!(db.store.append_audits(&default, &batch).await.unwrap(), 149);
+    assert_eq!(db.store.append_audits(&default, &[]).await.unwrap(), 0);
+    db.store
+        .append_audit(&default, &record(151, "bash", "a", "deny"))
+        .await
+        .unwrap();
+    let all = db
+        .store
+        .audit(&default, &AuditFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|e| (e.seq, e.record.call_id.clone()))
+            .collect::<Vec<_>>(),
+        (1..=151)
+            .map(|n| (i64::from(n), format!("call-{n}")))
+            .collect::<Vec<_>>()
+    );
+    for pair in all.windows(2) {
+        assert_eq!(pair[1].prev_hash, pair[0].hash);
+    }
+    assert_eq!(all[1].record, record(2, "ls", "b", "allow"));
+    assert_eq!(
+        db.store.verify_audit(&default).await.unwrap(),
+        AuditVerdict::Intact { records: 151 }
+    );
+}
+
 both!(audit_filters);
 async fn audit_filters(db: Db) {
     six(&db).await;
@@ -291,6 +329,43 @@ async fn store_audit_is_the_executors_sink(db: Db) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+// More records than the writer takes at once, a flush in the middle: every
+// one written, in the order handed over, in one chain.
+both!(store_audit_writes_every_record_in_order);
+async fn store_audit_writes_every_record_in_order(db: Db) {
+    use toolgate_policy::AuditSink;
+    let sink = toolgate_store::StoreAudit::new(db.store.clone(), tenant("team"));
+    for n in 1..=400 {
+        sink.record(&record(n, "read", "agent-a", "allow"))
+            .await
+            .unwrap();
+        if n == 7 {
+            sink.flush().await;
+            assert_eq!(
+                db.store.verify_audit(&tenant("team")).await.unwrap(),
+                AuditVerdict::Intact { records: 7 }
+            );
+        }
+    }
+    sink.flush().await;
+    let entries = db
+        .store
+        .audit(&tenant("team"), &AuditFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| e.record.call_id.clone())
+            .collect::<Vec<_>>(),
+        (1..=400).map(|n| format!("call-{n}")).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        db.store.verify_audit(&tenant("team")).await.unwrap(),
+        AuditVerdict::Intact { records: 400 }
     );
 }
 
