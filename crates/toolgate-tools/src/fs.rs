@@ -143,12 +143,13 @@ where
 }
 
 /// Runs short blocking file work (one directory listing, one page of one
-/// file) on this thread, where the runtime allows it: on a multi-thread
-/// runtime `block_in_place` first hands this worker's other tasks to another
-/// thread, so none of them waits. That saves the two thread wake-ups of a
-/// trip through the blocking pool and back, the larger part of a small
-/// `read` or `ls`. On a current-thread runtime (which cannot hand its tasks
-/// over) the work goes to the blocking pool as in [`blocking`].
+/// file) without a trip through the blocking pool and back, whose two
+/// thread wake-ups are the larger part of a small `read` or `ls`. On a
+/// multi-thread runtime `block_in_place` first hands this worker's other
+/// tasks to another thread, so none of them waits. On a current-thread
+/// runtime (`toolgate mcp`, `toolgate call`) the work runs right here: the
+/// runtime's other tasks wait for it as they would for any other step of
+/// the call, and it is bounded (a page, a listing).
 pub(crate) async fn blocking_short<T, F>(work: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
@@ -157,16 +158,19 @@ where
     use tokio::runtime::{Handle, RuntimeFlavor};
     let multi_thread = Handle::try_current()
         .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if !multi_thread {
-        return blocking(work).await;
-    }
     // A panic stays a failed call, as it is through the blocking pool.
-    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
-        .unwrap_or_else(|_| {
+    let run = || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
             Err(ToolError::Failed(
                 "internal error: the tool panicked".to_owned(),
             ))
         })
+    };
+    if multi_thread {
+        tokio::task::block_in_place(run)
+    } else {
+        run()
+    }
 }
 
 /// A jail error as the model sees it (its message says what to do next).

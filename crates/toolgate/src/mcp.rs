@@ -157,6 +157,7 @@ async fn server(
     Ok((server, audit))
 }
 
+/// The runtime of `toolgate serve`: HTTP clients call in parallel.
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -167,7 +168,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 /// `toolgate mcp`.
 pub fn stdio(settings: Settings, env: Environment, demo: bool) -> Result<ExitCode> {
-    let runtime = runtime()?;
+    // One thread: a small call is read, checked, run and answered without
+    // handing it between threads (each hand-off a wake-up of another
+    // thread, the larger part of a small call's latency). Work that takes
+    // long (searches, commands, audit writes) runs elsewhere all the same.
+    let runtime = crate::runtime()?;
     let (server, audit) = runtime.block_on(server(settings, env, demo))?;
     let served = runtime.block_on(toolgate_mcp::serve_stdio(server));
     runtime.block_on(audit.flush());
