@@ -7,6 +7,7 @@
 //! order is the same question, and any changed value is a different one.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -118,16 +119,21 @@ impl ScopeKey {
 /// ([`ApprovalScope::Tool`]) or the prefix as an array of words
 /// ([`ApprovalScope::CommandPrefix`]).
 pub fn scope_digest(kind: ApprovalScope, tool: &str, payload: &Value) -> String {
-    let document = Value::Array(vec![
-        Value::String(SCOPE_TAG.to_owned()),
-        Value::String(kind.as_str().to_owned()),
-        Value::String(tool.to_owned()),
-        payload.clone(),
-    ]);
-    let hash = Sha256::digest(canonical_json(&document).as_bytes());
+    // The array written in place, exactly as `canonical_json` writes it,
+    // without copying the payload into a document first.
+    let mut document = Vec::new();
+    document.push(b'[');
+    for part in [SCOPE_TAG, kind.as_str(), tool] {
+        write_scalar(&mut document, &part);
+        document.push(b',');
+    }
+    write_canonical(payload, &mut document);
+    document.push(b']');
+    let hash = Sha256::digest(&document);
     let mut hex = String::with_capacity(64);
     for byte in hash {
-        hex.push_str(&format!("{byte:02x}"));
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
     }
     hex
 }
@@ -137,40 +143,57 @@ pub fn scope_digest(kind: ApprovalScope, tool: &str, payload: &Value) -> String 
 /// escapes them. Nothing depends on a locale or on the order the keys
 /// arrived in.
 pub fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(v, &mut out);
-    out
+    // serde_json writes UTF-8 only, and so does everything else here.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
+/// A string or scalar as serde_json prints it, compact.
+fn write_scalar<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Writing a string, number, bool or null to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+fn write_canonical(v: &Value, out: &mut Vec<u8>) {
     match v {
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {
-            out.push_str(&v.to_string());
-        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => write_scalar(out, v),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(value, out);
+            out.push(b'{');
+            let by_bytes = |a: &&String, b: &&String| a.as_bytes() <= b.as_bytes();
+            // serde_json's map is usually sorted already (a BTreeMap of
+            // Strings, which orders by bytes); an insertion-ordered one
+            // (its `preserve_order` feature) is sorted here.
+            if map.keys().is_sorted_by(by_bytes) {
+                write_entries(map.iter(), out);
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                write_entries(entries.into_iter(), out);
             }
-            out.push('}');
+            out.push(b'}');
         }
+    }
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (key, value)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_scalar(out, key.as_str());
+        out.push(b':');
+        write_canonical(value, out);
     }
 }
 

@@ -203,6 +203,9 @@ struct Cleared<'a> {
     decision: Decision,
     /// The winning `ask` rule's approval scope.
     scope: ApprovalScope,
+    /// Validation changed the arguments (coercion), so they differ from
+    /// what the caller sent.
+    coerced: bool,
 }
 
 impl Executor {
@@ -369,7 +372,7 @@ impl Executor {
             Ok(cleared) => cleared,
             Err(error) => return fail(error, None),
         };
-        trail.cleared(&cleared.args, &cleared.decision);
+        trail.cleared(&cleared.args, cleared.coerced, &cleared.decision);
         let ctx = &self.call_context(name, ctx, trail.egress_log());
         match self.approve(&cleared, ctx).await {
             Ok(grant) => trail.granted(grant),
@@ -433,14 +436,14 @@ impl Executor {
             format!("active tool, {}", spec.effect_class)
         };
         trace.record(Stage::Lookup, Ok((StageOutcome::Pass, found)));
-        let args = match self.validate(tool, args) {
-            Ok((args, detail)) => {
+        let (args, coerced) = match self.validate(tool, args) {
+            Ok((args, coerced, detail)) => {
                 trace.record(Stage::Validate, Ok((StageOutcome::Pass, detail)));
-                args
+                (args, coerced)
             }
             Err((args, e)) => {
                 trace.record(Stage::Validate, Err(e));
-                args
+                (args, false)
             }
         };
         trace.stop()?;
@@ -471,6 +474,7 @@ impl Executor {
                 args,
                 decision,
                 scope,
+                coerced,
             }),
         }
     }
@@ -495,19 +499,28 @@ impl Executor {
         })
     }
 
-    /// The arguments to use, or the raw ones with the error.
+    /// The arguments to use and whether coercion changed them, or the raw
+    /// ones with the error.
     fn validate(
         &self,
         tool: &RegisteredTool,
         args: Value,
-    ) -> Result<(Value, String), (Value, CallError)> {
+    ) -> Result<(Value, bool, String), (Value, CallError)> {
         let Some(validator) = tool.validator() else {
-            return Ok((args, "external schema: passed through unchanged".to_owned()));
+            return Ok((
+                args,
+                false,
+                "external schema: passed through unchanged".to_owned(),
+            ));
         };
         let mut args = args;
         match validator.check_in_place(&mut args, self.input_mode) {
-            Ok(false) => Ok((args, "arguments fit the schema".to_owned())),
-            Ok(true) => Ok((args, "arguments fit the schema after coercion".to_owned())),
+            Ok(false) => Ok((args, false, "arguments fit the schema".to_owned())),
+            Ok(true) => Ok((
+                args,
+                true,
+                "arguments fit the schema after coercion".to_owned(),
+            )),
             Err(e) => Err((args, e.into())),
         }
     }

@@ -97,8 +97,13 @@ impl AuditTrail {
 
     /// The call cleared every check with these validated arguments (the
     /// digest is the one approvals are stored under) and this decision.
-    pub(super) fn cleared(&mut self, arguments: &Value, decision: &Decision) {
+    /// Unless validation `coerced` them, they are the ones the trail
+    /// started with, and so are their digest and record.
+    pub(super) fn cleared(&mut self, arguments: &Value, coerced: bool, decision: &Decision) {
         self.decision = Some(decision.clone());
+        if !coerced {
+            return;
+        }
         if let Some(record) = &mut self.record {
             let digest = scope_digest(ApprovalScope::Exact, &record.tool, arguments);
             if digest != record.args_digest {
