@@ -1,7 +1,6 @@
 //! `read`: a file's text with line numbers, a page at a time; images as
 //! image content; binary files described, never dumped.
 
-use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -105,15 +104,20 @@ fn read(
         .contains(&stat.size)
         .then(|| file.metadata().ok().map(|meta| FileKey::of(&meta)))
         .flatten();
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let head = reader
-        .fill_buf()
-        .map_err(|e| io_error(&place.shown, &e))?
-        .to_vec();
-    if let Some(kind) = ImageKind::sniff(&head) {
+    // A small file in one read, into a buffer its size: no 64 KiB buffer
+    // for a 2 KiB file. Never under what the binary sniff looks at.
+    let capacity = usize::try_from(stat.size)
+        .map_or(READ_BUFFER, |size| size.saturating_add(1))
+        .clamp(text::SNIFF_BYTES, READ_BUFFER);
+    let mut reader = BufReader::with_capacity(capacity, file);
+    let (image_kind, binary) = {
+        let head = reader.fill_buf().map_err(|e| io_error(&place.shown, &e))?;
+        (ImageKind::sniff(head), text::looks_binary(head))
+    };
+    if let Some(kind) = image_kind {
         return image(place, reader, kind, stat.size, limits.max_image_bytes);
     }
-    if text::looks_binary(&head) {
+    if binary {
         let text = format!(
             "`{}` is a binary file ({} bytes); its contents are not shown. Use bash with a \
              tool that understands the format (file, xxd, unzip -l, ...) to inspect it.",
@@ -155,6 +159,24 @@ fn read(
         }
     };
     page.render(place, offset, stat.size)
+}
+
+/// Most bytes one read of a file takes.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// `n` in decimal, written at the end of `buffer`.
+fn decimal(mut n: u64, buffer: &mut [u8; 20]) -> &str {
+    let mut at = buffer.len();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buffer[at..]).unwrap_or("?")
 }
 
 fn image(
@@ -307,8 +329,16 @@ impl Page {
             }
             page.invalid_utf8 |= matches!(decoded, std::borrow::Cow::Owned(_));
             page.cut += u64::from(matches!(shown, std::borrow::Cow::Owned(_)));
-            // Writing to a String cannot fail.
-            let _ = writeln!(page.shown, "{number:>6}\t{shown}");
+            // `{number:>6}\t{shown}\n`, without the formatting machinery
+            // for every line of a page.
+            page.shown.reserve(row_len);
+            page.shown
+                .extend(std::iter::repeat_n(' ', 6usize.saturating_sub(digits)));
+            let mut buffer = [0; 20];
+            page.shown.push_str(decimal(number, &mut buffer));
+            page.shown.push('\t');
+            page.shown.push_str(&shown);
+            page.shown.push('\n');
             page.last = number;
         }
         if !whole {

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 pub const BOM: &str = "\u{feff}";
 
 /// How many leading bytes decide whether a file is binary (like git and grep).
-const SNIFF_BYTES: usize = 8192;
+pub(crate) const SNIFF_BYTES: usize = 8192;
 
 /// The line endings of a text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -115,3 +115,11 @@ fn a_kept_file_that_changes_is_scanned_again() {
     assert_eq!(facts["total_lines"], 100_001);
     assert_eq!(facts["sha256"], text::sha256_hex(&data));
 }
+
+#[test]
+fn line_numbers_are_written_in_decimal() {
+    for n in [0, 7, 10, 99, 100, 123_456, 1_000_000, u64::MAX] {
+        let mut buffer = [0; 20];
+        assert_eq!(super::decimal(n, &mut buffer), n.to_string());
+    }
+}
