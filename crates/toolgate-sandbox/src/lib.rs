@@ -35,5 +35,5 @@ pub use sandbox::{
     EgressSetup, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxOutcome,
 };
 pub use spec::{CONFIG_FILE_NAME, NetworkMode, SandboxSpec};
-pub use stage2::{Stage2Args, Stage2Error};
+pub use stage2::{Stage2Args, Stage2Error, StageMask};
 pub use workspace::{FilesystemRules, Health, LocalWorkspace, Workspace, WorkspaceError};

@@ -21,7 +21,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::repos::{RootScan, ScanTooLarge, scan_root_parallel};
 use crate::spec::{NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
-use crate::stage2::Stage2Args;
+use crate::stage2::{Stage2Args, StageMask};
 
 mod private;
 mod protect;
@@ -246,9 +246,9 @@ struct Builder {
     argv: Vec<OsString>,
     created: Vec<PathBuf>,
     files: Vec<PathBuf>,
-    /// With `Some`, stage 2's read-only binds `(source inside the sandbox,
-    /// target)`; with `None`, the masks are bubblewrap's.
-    masks: Option<Vec<(PathBuf, PathBuf)>>,
+    /// With `Some`, stage 2's read-only binds (sources inside the
+    /// sandbox); with `None`, the masks are bubblewrap's.
+    masks: Option<Vec<StageMask>>,
     /// The empty directory and file, as the masks' mounter sees them.
     empty_dir: PathBuf,
     empty_file: PathBuf,
@@ -265,10 +265,15 @@ impl Builder {
             .extend(paths.iter().map(|p| p.as_os_str().to_owned()));
     }
 
-    /// A read-only bind of `source` over `target`: stage 2's or bubblewrap's.
-    fn mask(&mut self, source: &Path, target: &Path) {
+    /// A read-only bind of `source` over `target`: stage 2's or bubblewrap's;
+    /// `hides`: a read-deny mask (see [`StageMask::hides`]).
+    fn mask(&mut self, source: &Path, target: &Path, hides: bool) {
         match &mut self.masks {
-            Some(masks) => masks.push((source.to_owned(), target.to_owned())),
+            Some(masks) => masks.push(StageMask {
+                source: source.to_owned(),
+                target: target.to_owned(),
+                hides,
+            }),
             None => self.push_path("--ro-bind", &[source, target]),
         }
     }
@@ -349,7 +354,7 @@ impl BwrapPlan {
             (&files.empty_dir, MASK_DIR_PATH),
             (&files.empty_file, MASK_FILE_PATH),
         ] {
-            if masks.iter().any(|(s, _)| s == Path::new(inside)) {
+            if masks.iter().any(|m| m.source == Path::new(inside)) {
                 b.push_path("--ro-bind", &[source, Path::new(inside)]);
             }
         }
@@ -505,7 +510,7 @@ fn read_deny_masks(b: &mut Builder, hidden: &[(PathBuf, bool)], only_under: Opti
         } else {
             PathBuf::from("/dev/null")
         };
-        b.mask(&source, path);
+        b.mask(&source, path, true);
     }
 }
 
@@ -517,7 +522,7 @@ fn write_deny_masks(b: &mut Builder, masks: Vec<Mask>) {
             Mask::EmptyFile(_) => b.empty_file.clone(),
             Mask::EmptyDir(_) => b.empty_dir.clone(),
         };
-        b.mask(&source, mask.path());
+        b.mask(&source, mask.path(), false);
         if let Mask::EmptyFile(p) = &mask {
             b.files.push(p.clone());
         }

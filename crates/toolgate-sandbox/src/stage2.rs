@@ -45,9 +45,9 @@ pub struct Stage2Args {
     pub read: Vec<PathBuf>,
     /// Hierarchies the command may write.
     pub write: Vec<PathBuf>,
-    /// Read-only binds `(source, target)` stage 2 mounts, in order, before
-    /// it drops its capabilities: the plan's masks (bubblewrap backend).
-    pub masks: Vec<(PathBuf, PathBuf)>,
+    /// Read-only binds stage 2 mounts, in order, before it drops its
+    /// capabilities: the plan's masks (bubblewrap backend, as root).
+    pub masks: Vec<StageMask>,
     /// Descriptor holding the environment as `KEY=VALUE\0` records.
     pub env_fd: Option<i32>,
     /// The egress proxy's unix socket (as seen inside the sandbox): stage 2
@@ -58,6 +58,20 @@ pub struct Stage2Args {
     /// then stays as the command's keeper and ends its whole tree with toolgate, or
     /// when the command ends.
     pub lifeline_fd: Option<i32>,
+}
+
+/// One read-only bind of the plan's masks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageMask {
+    /// What is mounted (inside the sandbox).
+    pub source: PathBuf,
+    /// Where.
+    pub target: PathBuf,
+    /// A read-deny mask over what existed when the plan was made: skipped
+    /// when its target no longer exists (nothing is left to read; a private
+    /// /etc file deleted meanwhile must not fail the command). Any other
+    /// mask that cannot be mounted ends the run.
+    pub hides: bool,
 }
 
 /// Why stage 2 did not run the command.
@@ -105,10 +119,10 @@ impl Stage2Args {
                 argv.push(path.as_os_str().to_owned());
             }
         }
-        for (source, target) in &self.masks {
-            argv.push("--ro-bind".into());
-            argv.push(source.as_os_str().to_owned());
-            argv.push(target.as_os_str().to_owned());
+        for mask in &self.masks {
+            argv.push(if mask.hides { "--hide" } else { "--ro-bind" }.into());
+            argv.push(mask.source.as_os_str().to_owned());
+            argv.push(mask.target.as_os_str().to_owned());
         }
         if let Some(fd) = self.env_fd {
             argv.push("--env-fd".into());
@@ -155,10 +169,14 @@ impl Stage2Args {
                 Some("--allow-unix-sockets") => parsed.allow_unix_sockets = true,
                 Some("--read") => parsed.read.push(value(&mut iter, "--read")?.into()),
                 Some("--write") => parsed.write.push(value(&mut iter, "--write")?.into()),
-                Some("--ro-bind") => {
-                    let source = value(&mut iter, "--ro-bind")?;
-                    let target = value(&mut iter, "--ro-bind")?;
-                    parsed.masks.push((source.into(), target.into()));
+                Some(flag @ ("--ro-bind" | "--hide")) => {
+                    let source = value(&mut iter, flag)?;
+                    let target = value(&mut iter, flag)?;
+                    parsed.masks.push(StageMask {
+                        source: source.into(),
+                        target: target.into(),
+                        hides: flag == "--hide",
+                    });
                 }
                 Some(flag @ ("--env-fd" | "--lifeline-fd")) => {
                     let fd = value(&mut iter, flag)?;
@@ -307,8 +325,16 @@ mod tests {
             read: vec!["/".into()],
             write: vec!["/w".into(), "/tmp".into()],
             masks: vec![
-                ("/dev/null".into(), "/etc/shadow".into()),
-                ("/w/.git/config".into(), "/w/.git/config".into()),
+                StageMask {
+                    source: "/dev/null".into(),
+                    target: "/etc/shadow".into(),
+                    hides: true,
+                },
+                StageMask {
+                    source: "/w/.git/config".into(),
+                    target: "/w/.git/config".into(),
+                    hides: false,
+                },
             ],
             env_fd: Some(3),
             egress_socket: Some("/run/toolgate/egress.sock".into()),

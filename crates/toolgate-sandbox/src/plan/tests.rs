@@ -303,8 +303,8 @@ fn mounts_come_in_the_fixed_order() {
         position(&["--", STAGE2_PATH]),
         // The masks are stage 2's, after bubblewrap's mounts and in the
         // same fixed order among themselves; the command comes last.
-        position(&["--ro-bind", "/dev/null", "/etc/shadow"]),
-        position(&["--ro-bind", MASK_DIR_PATH, "/w/private"]),
+        position(&["--hide", "/dev/null", "/etc/shadow"]),
+        position(&["--hide", MASK_DIR_PATH, "/w/private"]),
         position(&["--ro-bind", "/w/.git/config", "/w/.git/config"]),
         position(&["--", "bash", "-c"]),
     ];
@@ -343,7 +343,7 @@ fn unprivileged_the_masks_are_bubblewraps_in_the_same_order() {
     // Each mask with its source named by kind, wherever the mounter sees it.
     let masks = |argv: &[String], dir: &str, file: &str| -> Vec<String> {
         argv.windows(3)
-            .filter(|w| w[0] == "--ro-bind" && w[2].starts_with("/w/"))
+            .filter(|w| (w[0] == "--ro-bind" || w[0] == "--hide") && w[2].starts_with("/w/"))
             .map(|w| {
                 let source = if w[1] == dir {
                     "EMPTY-DIR"
@@ -457,7 +457,7 @@ fn files_the_caller_cannot_read_need_no_read_mask() {
     host.dir("/w");
     let spec = SandboxSpec::for_root("/w");
     let masked =
-        |host: &Fixture| render(&plan(&spec, host)).contains("--ro-bind /dev/null /etc/shadow");
+        |host: &Fixture| render(&plan(&spec, host)).contains("--hide /dev/null /etc/shadow");
     assert!(masked(&host));
     host.unreadable.push("/etc/shadow".into());
     assert!(!masked(&host));
@@ -510,13 +510,10 @@ fn private_system_files_and_directories_are_masked() {
     let spec = SandboxSpec::for_root("/w");
     let text = render(&plan(&spec, &host));
     assert!(
-        text.contains("--ro-bind /.toolgate/empty-dir /etc/ssl/private\n"),
+        text.contains("--hide /.toolgate/empty-dir /etc/ssl/private\n"),
         "{text}"
     );
-    assert!(
-        text.contains("--ro-bind /dev/null /opt/app.key\n"),
-        "{text}"
-    );
+    assert!(text.contains("--hide /dev/null /opt/app.key\n"), "{text}");
 }
 
 #[test]
@@ -617,7 +614,7 @@ fn a_read_deny_mask_inside_a_protected_directory_is_mounted_again_after_it() {
             .map(|(i, _)| i)
             .collect()
     };
-    let masked = at(["--ro-bind", "/dev/null", "/w/.vscode/secret.json"]);
+    let masked = at(["--hide", "/dev/null", "/w/.vscode/secret.json"]);
     let protected = at(["--ro-bind", "/w/.vscode", "/w/.vscode"]);
     // The read-only bind of `.vscode` brings the host's file back; the
     // read-deny mask follows it again.

@@ -17,30 +17,43 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rustix::fs::CWD;
 use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
 
-use super::Stage2Error;
+use super::{Stage2Error, StageMask};
 
 /// Mounts each `(source, target)` read-only over its target, in order, then
 /// enters the working directory again through them: a cwd taken before the
 /// masks would still reach what they hide.
-pub(super) fn apply(masks: &[(PathBuf, PathBuf)]) -> Result<(), Stage2Error> {
+pub(super) fn apply(masks: &[StageMask]) -> Result<(), Stage2Error> {
     if masks.is_empty() {
         return Ok(());
     }
     let cwd = std::env::current_dir()
         .map_err(|e| Stage2Error::Setup(format!("cannot read the working directory: {e}")))?;
-    for (source, target) in masks {
-        mask(source, target).map_err(|e| {
-            Stage2Error::Setup(format!(
-                "cannot mask {} with {}: {e}",
-                target.display(),
-                source.display()
-            ))
-        })?;
+    for StageMask {
+        source,
+        target,
+        hides,
+    } in masks
+    {
+        match mask(source, target) {
+            Ok(()) => {}
+            // Gone since the plan: there is nothing left to read.
+            Err(e)
+                if *hides
+                    && e.kind() == io::ErrorKind::NotFound
+                    && rustix::fs::lstat(target).is_err_and(|e| e == rustix::io::Errno::NOENT) => {}
+            Err(e) => {
+                return Err(Stage2Error::Setup(format!(
+                    "cannot mask {} with {}: {e}",
+                    target.display(),
+                    source.display()
+                )));
+            }
+        }
     }
     std::env::set_current_dir(&cwd).map_err(|e| {
         Stage2Error::Setup(format!(
