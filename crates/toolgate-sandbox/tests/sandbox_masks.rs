@@ -539,3 +539,70 @@ impl Drop for EtcDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Stage 2 mounts the plan's masks a moment after the plan was made. A
+/// read-deny target deleted in between (a private /etc file removed by the
+/// host) leaves nothing to read: that mask is skipped and the command runs.
+/// Any other mask that cannot be mounted (a placeholder gone) ends the run
+/// before the command exists.
+#[test]
+fn a_read_deny_target_deleted_after_the_plan_is_skipped_and_a_missing_placeholder_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&root).unwrap();
+    let secret = root.join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root).read_deny(&secret);
+    let plan = sb
+        .plan(&spec, &["sh".into(), "-c".into(), "echo ran".into()])
+        .unwrap();
+    // What `run` does before bubblewrap: the placeholders the plan needs.
+    for point in &plan.created_mount_points {
+        if plan.placeholder_files.contains(point) {
+            std::fs::write(point, b"").unwrap();
+        } else {
+            std::fs::create_dir(point).unwrap();
+        }
+    }
+    let mut argv: Vec<std::ffi::OsString> = plan.argv.clone();
+    // No lifeline here; the environment comes from /dev/null.
+    if let Some(i) = argv.iter().position(|a| a == "--lifeline-fd") {
+        argv.drain(i..i + 2);
+    }
+    let run = |argv: &[std::ffi::OsString]| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$@" 3</dev/null"#)
+            .arg("sh")
+            .args(argv)
+            .current_dir(&root)
+            .output()
+            .unwrap()
+    };
+    let hides = argv
+        .windows(3)
+        .any(|w| w[0] == "--hide" && w[2] == secret.as_os_str());
+    if !hides {
+        // Unprivileged, bubblewrap mounts the masks and fails on any.
+        assert!(!rustix::process::geteuid().is_root(), "{argv:?}");
+        return;
+    }
+    std::fs::remove_file(&secret).unwrap();
+    let o = run(&argv);
+    assert_eq!(
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).trim()),
+        (Some(0), "ran"),
+        "{o:?}"
+    );
+    let placeholder = root.join(".claude");
+    assert!(plan.created_mount_points.contains(&placeholder));
+    std::fs::remove_dir(&placeholder).unwrap();
+    let o = run(&argv);
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot mask"),
+        "{o:?}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("ran"), "{o:?}");
+}
