@@ -13,7 +13,9 @@
 //! The masks are the same list in the same order, and they are in place
 //! before the command exists: stage 2 holds CAP_SYS_ADMIN (and CAP_SETPCAP,
 //! to empty the bounding set) of the sandbox's own user namespace only for
-//! this, and drops them right after. Any failure ends the run.
+//! this, and drops them right after. Any failure ends the run, except for a
+//! read-deny mask whose target was deleted since the plan (nothing is left
+//! to read).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -24,7 +26,7 @@ use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
 
 use super::{Stage2Error, StageMask};
 
-/// Mounts each `(source, target)` read-only over its target, in order, then
+/// Mounts each mask's source read-only over its target, in order, then
 /// enters the working directory again through them: a cwd taken before the
 /// masks would still reach what they hide.
 pub(super) fn apply(masks: &[StageMask]) -> Result<(), Stage2Error> {
