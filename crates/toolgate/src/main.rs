@@ -457,6 +457,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(gate) = &gate {
                 runtime.block_on(gate.audit.flush());
             }
+            // External servers end their sessions before toolgate exits, so
+            // what was queued for them last (a timed-out call's
+            // cancellation) is written first.
+            runtime.block_on(servers.close());
             render::call_result(&tool, result, json)
         }
         Command::Prompt { json, session } => {

@@ -88,6 +88,14 @@ impl Gateway {
         Gateway::default()
     }
 
+    /// Ends every server's session the way MCP ends a stdio session (see
+    /// [`Upstream::close`]), all at once: what a process that is about to
+    /// exit calls, so a message queued last (a cancellation) still reaches
+    /// its server.
+    pub async fn close(&self) {
+        futures::future::join_all(self.upstreams.iter().map(|u| u.close())).await;
+    }
+
     /// Connects every server in parallel and collects their tools.
     pub async fn connect(servers: Vec<ServerConfig>, options: GatewayOptions) -> Gateway {
         let starts = servers.into_iter().map(|config| {

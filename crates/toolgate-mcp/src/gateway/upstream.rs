@@ -129,6 +129,8 @@ pub struct Upstream {
     /// What it said of itself at initialize (name and version).
     pub(crate) server_info: Option<Implementation>,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Asks the supervisor to end the connection (see [`Upstream::close`]).
+    closing: Arc<tokio::sync::Notify>,
 }
 
 /// A live connection: the session, and what must stay alive with it.
@@ -210,14 +212,40 @@ impl Upstream {
             tools,
             server_info,
             supervisor: Mutex::new(None),
+            closing: Arc::new(tokio::sync::Notify::new()),
         });
         if let Some(connection) = connection {
-            let task = tokio::spawn(supervise(Arc::downgrade(&upstream), client, connection));
+            let task = tokio::spawn(supervise(
+                Arc::downgrade(&upstream),
+                client,
+                connection,
+                upstream.closing.clone(),
+            ));
             if let Ok(mut slot) = upstream.supervisor.lock() {
                 *slot = Some(task);
             }
         }
         upstream
+    }
+
+    /// Ends the connection the way MCP ends a stdio session: the session
+    /// stops, so the server's input is closed once everything queued for it
+    /// (a cancellation, say) was written, and the process gets
+    /// [`EXIT_GRACE`] to end on its own before it is killed. A toolgate that
+    /// exits right after a call would otherwise kill the server with that
+    /// last message still unwritten.
+    pub async fn close(&self) {
+        self.closing.notify_one();
+        let task = self.supervisor.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(task) = task {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(EXIT_GRACE + Duration::from_secs(1), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
     }
 
     /// The server's name.
@@ -379,10 +407,13 @@ async fn supervise(
     upstream: std::sync::Weak<Upstream>,
     client: GatewayClient,
     mut connection: Connection,
+    closing: Arc<tokio::sync::Notify>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        let why = ended(connection).await;
+        let Some(why) = ended(connection, &closing).await else {
+            return;
+        };
         let Some(server) = upstream.upgrade() else {
             return;
         };
@@ -395,7 +426,10 @@ async fn supervise(
         );
         drop(server);
         loop {
-            tokio::time::sleep(backoff).await;
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = closing.notified() => return,
+            }
             backoff = (backoff * 2).min(MAX_BACKOFF);
             let attempt = tokio::time::timeout(
                 config.connect_timeout(),
@@ -427,25 +461,46 @@ async fn supervise(
     }
 }
 
-/// Waits for the connection to end and says how.
-async fn ended(connection: Connection) -> String {
+/// Waits for the connection to end and says how; `None` when it was closed
+/// on request (`closing`), after the server had [`EXIT_GRACE`] to end.
+async fn ended(connection: Connection, closing: &tokio::sync::Notify) -> Option<String> {
     let Connection {
         service,
-        exited,
+        mut exited,
         _process,
         pid: _,
     } = connection;
-    let session = async {
+    let token = service.cancellation_token();
+    let session = async move {
         match service.waiting().await {
             Ok(reason) => format!("the session ended ({reason:?})"),
             Err(e) => format!("the session task failed: {e}"),
         }
     };
-    match exited {
-        Some(exited) => tokio::select! {
-            end = exited => format!("the process {}", end.unwrap_or_else(|_| "ended".to_owned())),
-            why = session => why,
-        },
-        None => session.await,
+    tokio::pin!(session);
+    tokio::select! {
+        end = async {
+            match exited.as_mut() {
+                Some(exited) => exited.await,
+                None => std::future::pending().await,
+            }
+        } => {
+            let end = end.unwrap_or_else(|_| "ended".to_owned());
+            return Some(format!("the process {end}"));
+        }
+        why = &mut session => return Some(why),
+        () = closing.notified() => {}
     }
+    // The session's end drops its transport: the server's input is closed
+    // after what is queued for it, and a well-behaved server exits.
+    token.cancel();
+    let _ = tokio::time::timeout(EXIT_GRACE, async {
+        (&mut session).await;
+        if let Some(exited) = exited.as_mut() {
+            let _ = exited.await;
+        }
+    })
+    .await;
+    // `_process` goes with this frame: whatever is left is killed.
+    None
 }
