@@ -69,7 +69,6 @@ def sleep(request):
     step = 0
     while time.monotonic() < deadline:
         if stop.wait(0.1):
-            log("cancelled %s" % request["id"])
             return
         step += 1
         if token is not None:
@@ -123,6 +122,9 @@ def main():
         request = json.loads(line)
         if request.get("method") == "notifications/cancelled":
             cancelled = request["params"]["requestId"]
+            # Logged on arrival: the input may end right after it, and the
+            # sleeping thread (a daemon) ends with this loop.
+            log("cancelled %s" % cancelled)
             CANCELLED.setdefault(cancelled, threading.Event()).set()
             continue
         if "id" not in request:
