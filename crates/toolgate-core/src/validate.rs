@@ -397,7 +397,9 @@ fn fits(value: &Value, t: &str) -> bool {
 }
 
 /// The value a string stands for, if it is written as one of `types`.
-/// Parsing follows JSON's grammar, so `" 5"`, `"0x10"` or `"5abc"` stay strings.
+/// Parsing follows JSON's grammar, so `" 5"`, `"5 "`, `"0x10"` or `"5abc"`
+/// stay strings (JSON would allow the whitespace around a document; a
+/// value written with it is not exactly that value).
 fn coerce(s: &str, types: &[&str]) -> Option<Value> {
     let candidate: Value = match s {
         "true" => Value::Bool(true),
@@ -405,6 +407,9 @@ fn coerce(s: &str, types: &[&str]) -> Option<Value> {
         _ => {
             let first = s.as_bytes().first()?;
             if !(first.is_ascii_digit() || matches!(first, b'-' | b'[' | b'{')) {
+                return None;
+            }
+            if s.as_bytes().last().is_some_and(u8::is_ascii_whitespace) {
                 return None;
             }
             serde_json::from_str(s).ok()?

@@ -106,6 +106,11 @@ fn cases() -> Vec<Case> {
             Err("invalid arguments at /req: expected integer"),
         ),
         (
+            json!({"req": "0 "}),
+            Err("invalid arguments at /req: expected integer"),
+            Err("invalid arguments at /req: expected integer"),
+        ),
+        (
             json!({"req": "0x10"}),
             Err("invalid arguments at /req: expected integer"),
             Err("invalid arguments at /req: expected integer"),
