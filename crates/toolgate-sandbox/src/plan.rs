@@ -89,6 +89,12 @@ pub trait HostView {
     fn masks_in_stage2(&self) -> bool {
         rustix::process::geteuid().is_root()
     }
+    /// Whether stage 2 keeps absent protected names from being created
+    /// (see `stage2::creations`), so that no placeholder is needed on the
+    /// host; without it, each is blocked by a mount on a placeholder.
+    fn guards_creations(&self) -> bool {
+        false
+    }
     /// The repositories inside `root` ([`crate::repos`]), reading at most
     /// `budget` directory entries.
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge>;
@@ -134,6 +140,10 @@ impl HostView for RealHost {
             Ok(m) => m.is_file() && m.len() == 0,
             Err(_) => false,
         }
+    }
+
+    fn guards_creations(&self) -> bool {
+        crate::stage2::creations_guard_supported()
     }
 
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
@@ -344,7 +354,9 @@ impl BwrapPlan {
                 _ => None,
             })
             .collect();
-        write_deny_masks(&mut b, protection.masks);
+        let mut deny_create = Vec::new();
+        let guarded = host.guards_creations().then_some(&mut deny_create);
+        write_deny_masks(&mut b, protection.masks, guarded);
         // A read-only bind of a protected directory brings the host's
         // content back, over a read-deny mask inside it (`.vscode/secret`
         // hidden, `.vscode` then bound read-only): those masks again.
@@ -364,6 +376,7 @@ impl BwrapPlan {
         b.argv.extend(files.stage2_prefix.iter().cloned());
         let stage2 = Stage2Args {
             masks,
+            deny_create,
             ..stage2.clone()
         };
         b.argv.extend(stage2.to_argv());
@@ -514,9 +527,17 @@ fn read_deny_masks(b: &mut Builder, hidden: &[(PathBuf, bool)], only_under: Opti
     }
 }
 
-/// The write-deny masks, last of all mounts so nothing can undo them.
-fn write_deny_masks(b: &mut Builder, masks: Vec<Mask>) {
+/// The write-deny masks, last of all mounts so nothing can undo them. With
+/// `guarded`, absent names go there instead (stage 2 refuses creating
+/// them), and nothing is created on the host.
+fn write_deny_masks(b: &mut Builder, masks: Vec<Mask>, mut guarded: Option<&mut Vec<PathBuf>>) {
     for mask in masks {
+        if let (Some(guarded), Mask::EmptyDir(path) | Mask::EmptyFile(path)) =
+            (guarded.as_deref_mut(), &mask)
+        {
+            guarded.push(path.clone());
+            continue;
+        }
         let source = match &mask {
             Mask::ReadOnly(p) => p.clone(),
             Mask::EmptyFile(_) => b.empty_file.clone(),

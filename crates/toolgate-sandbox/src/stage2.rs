@@ -19,12 +19,14 @@ use std::path::PathBuf;
 use crate::spec::NetworkMode;
 
 mod caps;
+mod creations;
 mod filter;
 mod forwarder;
 mod keeper;
 mod landlock_rules;
 mod masks;
 
+pub use creations::supported as creations_guard_supported;
 pub use filter::seccomp_filters;
 pub use forwarder::{HTTP_PROXY_PORT, SOCKS_PROXY_PORT};
 
@@ -48,6 +50,10 @@ pub struct Stage2Args {
     /// Read-only binds stage 2 mounts, in order, before it drops its
     /// capabilities: the plan's masks (bubblewrap backend, as root).
     pub masks: Vec<StageMask>,
+    /// Absent protected names the command may not create (see
+    /// `creations`): refused where they would appear, with no placeholder on
+    /// the host.
+    pub deny_create: Vec<PathBuf>,
     /// Descriptor holding the environment as `KEY=VALUE\0` records.
     pub env_fd: Option<i32>,
     /// The egress proxy's unix socket (as seen inside the sandbox): stage 2
@@ -124,6 +130,10 @@ impl Stage2Args {
             argv.push(mask.source.as_os_str().to_owned());
             argv.push(mask.target.as_os_str().to_owned());
         }
+        for path in &self.deny_create {
+            argv.push("--deny-create".into());
+            argv.push(path.as_os_str().to_owned());
+        }
         if let Some(fd) = self.env_fd {
             argv.push("--env-fd".into());
             argv.push(fd.to_string().into());
@@ -169,6 +179,9 @@ impl Stage2Args {
                 Some("--allow-unix-sockets") => parsed.allow_unix_sockets = true,
                 Some("--read") => parsed.read.push(value(&mut iter, "--read")?.into()),
                 Some("--write") => parsed.write.push(value(&mut iter, "--write")?.into()),
+                Some("--deny-create") => parsed
+                    .deny_create
+                    .push(value(&mut iter, "--deny-create")?.into()),
                 Some(flag @ ("--ro-bind" | "--hide")) => {
                     let source = value(&mut iter, flag)?;
                     let target = value(&mut iter, flag)?;
@@ -206,9 +219,12 @@ impl Stage2Args {
 /// Confines this process as `args` say and execs `command`. Returns only on
 /// failure, with what went wrong.
 pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error {
-    let run = |env| match args.lifeline_fd {
-        Some(lifeline) => keeper::keep(lifeline, command, env),
-        None => exec(command, env),
+    let run = |(env, denied): (_, creations::DeniedNames)| match args.lifeline_fd {
+        Some(lifeline) => keeper::keep(lifeline, command, env, denied),
+        None if denied.is_empty() => exec(command, env),
+        None => Err(Stage2Error::Setup(
+            "protected names can only be guarded with a lifeline".into(),
+        )),
     };
     match confine(args).and_then(run) {
         Ok(never) => match never {},
@@ -229,9 +245,13 @@ pub fn main_with_args(args: impl Iterator<Item = OsString>) -> i32 {
     error.exit_code()
 }
 
-fn confine(args: &Stage2Args) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
+type Confined = (Vec<(OsString, OsString)>, creations::DeniedNames);
+
+fn confine(args: &Stage2Args) -> Result<Confined, Stage2Error> {
     // First, while stage 2 still holds the namespace's CAP_SYS_ADMIN.
     masks::apply(&args.masks)?;
+    // Their directories as the command sees them, masks and all.
+    let denied = creations::DeniedNames::open(&args.deny_create)?;
     let env = match args.env_fd {
         Some(fd) => read_env(fd)?,
         None => Vec::new(),
@@ -251,7 +271,7 @@ fn confine(args: &Stage2Args) -> Result<Vec<(OsString, OsString)>, Stage2Error> 
         seccompiler::apply_filter(&program)
             .map_err(|e| Stage2Error::Setup(format!("cannot install the seccomp filter: {e}")))?;
     }
-    Ok(env)
+    Ok((env, denied))
 }
 
 fn read_env(fd: i32) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
@@ -336,6 +356,7 @@ mod tests {
                     hides: false,
                 },
             ],
+            deny_create: vec!["/w/.mcp.json".into(), "/w/.git".into()],
             env_fd: Some(3),
             egress_socket: Some("/run/toolgate/egress.sock".into()),
             lifeline_fd: Some(4),

@@ -147,6 +147,7 @@ fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
         read: vec!["/".into()],
         write: spec.writable_roots.clone(),
         masks: Vec::new(),
+        deny_create: Vec::new(),
         env_fd: Some(3),
         egress_socket: (spec.network == NetworkMode::Proxy).then(|| EGRESS_SOCKET_PATH.into()),
         lifeline_fd: None,

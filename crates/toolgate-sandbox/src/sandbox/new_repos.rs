@@ -68,6 +68,9 @@ impl HostView for RecordingHost {
     fn is_empty(&self, path: &Path) -> bool {
         RealHost.is_empty(path)
     }
+    fn guards_creations(&self) -> bool {
+        RealHost.guards_creations()
+    }
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
         let scan = RealHost.scan_root(root, budget)?;
         if let Ok(mut scans) = self.scans.lock() {

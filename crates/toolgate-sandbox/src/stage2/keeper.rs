@@ -24,6 +24,7 @@ use std::os::unix::process::CommandExt;
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
 use super::Stage2Error;
+use super::creations::DeniedNames;
 use crate::runner::lifetime::die_with_parent_hook;
 
 /// Exit status of the keeper when it ended the tree because toolgate is gone (nobody
@@ -39,6 +40,7 @@ pub(super) fn keep(
     lifeline: i32,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
+    denied: DeniedNames,
 ) -> Result<Infallible, Stage2Error> {
     let setup = |what: &str, e: &dyn std::fmt::Display| {
         Stage2Error::Setup(format!("cannot keep the command: {what}: {e}"))
@@ -64,7 +66,14 @@ pub(super) fn keep(
     // toolgate, before it could end the tree: the lifeline replaces it.
     rustix::process::set_parent_process_death_signal(None)
         .map_err(|e| setup("the parent-death signal", &e))?;
-    let child = start(command, env, me)?;
+    // After the lifeline thread: the guard's filter is this thread's alone,
+    // and every thread started before it stays unfiltered.
+    let umask = if denied.is_empty() {
+        None
+    } else {
+        Some(super::creations::guard(denied)?)
+    };
+    let child = start(command, env, me, umask)?;
     for signal in LEFT_TO_THE_COMMAND {
         // SAFETY: installs SIG_IGN, no handler code; the command was forked before,
         // with the default dispositions it inherited.
@@ -83,6 +92,7 @@ fn start(
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
     keeper: Pid,
+    umask: Option<libc::mode_t>,
 ) -> Result<Pid, Stage2Error> {
     let Some((program, rest)) = command.split_first() else {
         return Err(Stage2Error::Setup("no command".into()));
@@ -93,6 +103,16 @@ fn start(
     // getppid syscalls only.
     unsafe {
         spawn.pre_exec(die_with_parent_hook(keeper));
+    }
+    if let Some(umask) = umask {
+        // SAFETY: umask is async-signal-safe; the command gets its own mask
+        // back (the guarding keeper works with none).
+        unsafe {
+            spawn.pre_exec(move || {
+                libc::umask(umask);
+                Ok(())
+            });
+        }
     }
     let child = spawn.spawn().map_err(|err| Stage2Error::Exec {
         program: program.to_string_lossy().into_owned(),

@@ -1,0 +1,344 @@
+//! One held call: read from the listener, performed or refused, answered.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use super::DeniedNames;
+use super::place::{Caller, Place};
+
+/// A held call as the kernel describes it.
+pub(super) struct Request(libc::seccomp_notif);
+
+/// Waits for the next held call.
+pub(super) fn receive(listener: &OwnedFd) -> Result<Request, Errno> {
+    // SAFETY: an all-zero seccomp_notif is valid (plain integers), and the
+    // kernel requires it zeroed.
+    let mut request: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one seccomp_notif into `request`.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut request as *mut libc::seccomp_notif,
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+    }
+    Ok(Request(request))
+}
+
+/// What the caller gets back.
+enum Outcome {
+    /// The call's return value.
+    Value(i64),
+    /// A descriptor to install in the caller; its number is the return value.
+    Descriptor { fd: OwnedFd, cloexec: bool },
+}
+
+/// Performs or refuses the call and answers it. A caller that died
+/// meanwhile gets nothing (the kernel has dropped the call).
+pub(super) fn answer(listener: &OwnedFd, request: &Request, denied: &DeniedNames) {
+    let request = &request.0;
+    let outcome = Caller::new(listener, request).and_then(|caller| perform(&caller, denied));
+    match outcome {
+        Ok(Outcome::Descriptor { fd, cloexec }) => {
+            let addfd = libc::seccomp_notif_addfd {
+                id: request.id,
+                flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+                srcfd: fd.as_raw_fd() as u32,
+                newfd: 0,
+                newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+            };
+            // SAFETY: the ioctl reads one seccomp_notif_addfd; installing
+            // the descriptor also answers the call with its number.
+            let ret = unsafe {
+                libc::ioctl(
+                    listener.as_raw_fd(),
+                    libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                    &addfd as *const libc::seccomp_notif_addfd,
+                )
+            };
+            if ret < 0 {
+                // Out of descriptors in the caller (EMFILE), or it died.
+                let errno = std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                send(listener, request.id, 0, errno);
+            }
+        }
+        Ok(Outcome::Value(value)) => send(listener, request.id, value, 0),
+        Err(errno) => send(listener, request.id, 0, errno.raw_os_error()),
+    }
+}
+
+fn send(listener: &OwnedFd, id: u64, val: i64, errno: i32) {
+    let response = libc::seccomp_notif_resp {
+        id,
+        val,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_resp. ENOENT (the caller
+    // is gone) needs nothing more.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &response as *const libc::seccomp_notif_resp,
+        );
+    }
+}
+
+/// `AT_FDCWD` as the kernel sees it in a 64-bit argument register.
+fn dirfd(arg: u64) -> i32 {
+    arg as i32
+}
+
+fn perform(caller: &Caller, denied: &DeniedNames) -> Result<Outcome, Errno> {
+    let args = caller.args();
+    let nr = i64::from(caller.nr());
+    match nr {
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_mkdir => make_dir(caller, denied, libc::AT_FDCWD, args[0], args[1]),
+        libc::SYS_mkdirat => make_dir(caller, denied, dirfd(args[0]), args[1], args[2]),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_mknod => make_node(caller, denied, libc::AT_FDCWD, args[0], args[1], args[2]),
+        libc::SYS_mknodat => make_node(caller, denied, dirfd(args[0]), args[1], args[2], args[3]),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_symlink => make_symlink(caller, denied, args[0], libc::AT_FDCWD, args[1]),
+        libc::SYS_symlinkat => make_symlink(caller, denied, args[0], dirfd(args[1]), args[2]),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_link => link(
+            caller,
+            denied,
+            (libc::AT_FDCWD, args[0]),
+            (libc::AT_FDCWD, args[1]),
+            0,
+        ),
+        libc::SYS_linkat => link(
+            caller,
+            denied,
+            (dirfd(args[0]), args[1]),
+            (dirfd(args[2]), args[3]),
+            args[4] as u32,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_rename => rename(
+            caller,
+            denied,
+            (libc::AT_FDCWD, args[0]),
+            (libc::AT_FDCWD, args[1]),
+            0,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_renameat => rename(
+            caller,
+            denied,
+            (dirfd(args[0]), args[1]),
+            (dirfd(args[2]), args[3]),
+            0,
+        ),
+        libc::SYS_renameat2 => rename(
+            caller,
+            denied,
+            (dirfd(args[0]), args[1]),
+            (dirfd(args[2]), args[3]),
+            args[4] as u32,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_creat => open(
+            caller,
+            denied,
+            libc::AT_FDCWD,
+            args[0],
+            (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u32,
+            args[1],
+        ),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_open => open(caller, denied, libc::AT_FDCWD, args[0], args[1] as u32, args[2]),
+        libc::SYS_openat => open(caller, denied, dirfd(args[0]), args[1], args[2] as u32, args[3]),
+        _ => Err(Errno::NOSYS),
+    }
+}
+
+/// Refuses `place` if it is a protected name in a protected directory, and
+/// says so once on the command's stderr (it is the keeper's too).
+fn check(place: &Place, denied: &DeniedNames) -> Result<(), Errno> {
+    let stat = rustix::fs::fstat(&place.parent)?;
+    match denied.find(stat.st_dev, stat.st_ino, &place.name) {
+        None => Ok(()),
+        Some(path) => {
+            eprintln!(
+                "toolgate: refused to create {}: a protected name (the sandbox keeps it from being created)",
+                path.display()
+            );
+            Err(Errno::ACCESS)
+        }
+    }
+}
+
+fn make_dir(
+    caller: &Caller,
+    denied: &DeniedNames,
+    at: i32,
+    path: u64,
+    mode: u64,
+) -> Result<Outcome, Errno> {
+    let path = caller.string(path)?;
+    let place = caller.locate(at, &path)?;
+    check(&place, denied)?;
+    let mode = caller.masked(mode)?;
+    rustix::fs::mkdirat(&place.parent, place.name_as_given(), Mode::from_raw_mode(mode))?;
+    Ok(Outcome::Value(0))
+}
+
+fn make_node(
+    caller: &Caller,
+    denied: &DeniedNames,
+    at: i32,
+    path: u64,
+    mode: u64,
+    dev: u64,
+) -> Result<Outcome, Errno> {
+    let path = caller.string(path)?;
+    let place = caller.locate(at, &path)?;
+    check(&place, denied)?;
+    let mode = caller.masked(mode)?;
+    let kind = rustix::fs::FileType::from_raw_mode(mode);
+    rustix::fs::mknodat(
+        &place.parent,
+        place.name_as_given(),
+        kind,
+        Mode::from_raw_mode(mode),
+        dev,
+    )?;
+    Ok(Outcome::Value(0))
+}
+
+fn make_symlink(
+    caller: &Caller,
+    denied: &DeniedNames,
+    target: u64,
+    at: i32,
+    path: u64,
+) -> Result<Outcome, Errno> {
+    let target = caller.string(target)?;
+    let path = caller.string(path)?;
+    let place = caller.locate(at, &path)?;
+    check(&place, denied)?;
+    rustix::fs::symlinkat(target.as_slice(), &place.parent, place.name_as_given())?;
+    Ok(Outcome::Value(0))
+}
+
+fn link(
+    caller: &Caller,
+    denied: &DeniedNames,
+    (old_at, old): (i32, u64),
+    (new_at, new): (i32, u64),
+    flags: u32,
+) -> Result<Outcome, Errno> {
+    let known = (libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) as u32;
+    if flags & !known != 0 {
+        return Err(Errno::INVAL);
+    }
+    let old = caller.string(old)?;
+    let new = caller.string(new)?;
+    let new = caller.locate(new_at, &new)?;
+    check(&new, denied)?;
+    if old.is_empty() && flags & libc::AT_EMPTY_PATH as u32 != 0 {
+        // The file behind the caller's descriptor (an O_TMPFILE made
+        // visible): linked through its /proc entry, which needs no
+        // capability, unlike AT_EMPTY_PATH on a descriptor.
+        let (dir, name) = caller.descriptor_entry(old_at)?;
+        rustix::fs::linkat(
+            &dir,
+            name.as_slice(),
+            &new.parent,
+            new.name_as_given(),
+            AtFlags::SYMLINK_FOLLOW,
+        )?;
+        return Ok(Outcome::Value(0));
+    }
+    let mut old = caller.locate(old_at, &old)?;
+    if flags & libc::AT_SYMLINK_FOLLOW as u32 != 0 {
+        old = caller.follow(old)?;
+    }
+    // The kernel follows a /proc magic link itself (`/proc/self/fd/3`).
+    let follow = if old.in_proc {
+        AtFlags::SYMLINK_FOLLOW
+    } else {
+        AtFlags::empty()
+    };
+    rustix::fs::linkat(
+        &old.parent,
+        old.name_as_given(),
+        &new.parent,
+        new.name_as_given(),
+        follow,
+    )?;
+    Ok(Outcome::Value(0))
+}
+
+fn rename(
+    caller: &Caller,
+    denied: &DeniedNames,
+    (old_at, old): (i32, u64),
+    (new_at, new): (i32, u64),
+    flags: u32,
+) -> Result<Outcome, Errno> {
+    let flags = RenameFlags::from_bits(flags).ok_or(Errno::INVAL)?;
+    let old = caller.string(old)?;
+    let new = caller.string(new)?;
+    let old = caller.locate(old_at, &old)?;
+    let new = caller.locate(new_at, &new)?;
+    check(&new, denied)?;
+    if flags.contains(RenameFlags::EXCHANGE) {
+        // Both names change what they hold.
+        check(&old, denied)?;
+    }
+    rustix::fs::renameat_with(
+        &old.parent,
+        old.name_as_given(),
+        &new.parent,
+        new.name_as_given(),
+        flags,
+    )?;
+    Ok(Outcome::Value(0))
+}
+
+fn open(
+    caller: &Caller,
+    denied: &DeniedNames,
+    at: i32,
+    path: u64,
+    flags: u32,
+    mode: u64,
+) -> Result<Outcome, Errno> {
+    let flags = OFlags::from_bits_retain(flags);
+    let path = caller.string(path)?;
+    let mut place = caller.locate(at, &path)?;
+    if !flags.intersects(OFlags::EXCL | OFlags::NOFOLLOW) {
+        // O_CREAT follows a final symlink and creates its target.
+        place = caller.follow(place)?;
+    }
+    check(&place, denied)?;
+    let mode = caller.masked(mode)?;
+    // Outside /proc, a symlink that appeared at the name since it was looked
+    // at is not followed: it could lead to a protected name.
+    let flags = if place.in_proc {
+        flags
+    } else {
+        flags | OFlags::NOFOLLOW
+    };
+    let cloexec = flags.contains(OFlags::CLOEXEC);
+    let fd = rustix::fs::openat(
+        &place.parent,
+        place.name_as_given(),
+        flags | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )?;
+    Ok(Outcome::Descriptor { fd, cloexec })
+}
