@@ -23,7 +23,7 @@ use network::{RunningProxy, egress_for};
 use new_repos::{RecordingHost, RepoWatch};
 
 use crate::egress::EgressRules;
-use crate::plan::{BwrapPlan, EGRESS_SOCKET_PATH, PlanError, PlanFiles, RealHost};
+use crate::plan::{BwrapPlan, EGRESS_SOCKET_PATH, PlanError, PlanFiles};
 use crate::probe::{Backend, BackendChoice, BackendUnavailable, Probe, probe_cached};
 use crate::proxy::{EventSink, Resolver};
 use crate::runner::{self, Attach, ExecOutcome, ExecRequest, ResourceLimits, RunnerError, Stream};
@@ -60,6 +60,9 @@ pub struct SandboxConfig {
     /// How long a run's placeholders may outlive it (see [`SandboxConfig::linger`]);
     /// `None`: removed before the run returns.
     pub linger: Option<Duration>,
+    /// Whether stage 2 keeps absent protected names from being created
+    /// where the kernel allows it (see [`SandboxConfig::placeholders`]).
+    pub creation_guard: bool,
 }
 
 impl SandboxConfig {
@@ -73,7 +76,19 @@ impl SandboxConfig {
             egress: None,
             limits: ResourceLimits::recommended(),
             linger: None,
+            creation_guard: true,
         }
+    }
+
+    /// Masks absent protected names (`.git`, `.mcp.json`, agent
+    /// configurations) with placeholders made on the host for the run, as
+    /// on kernels where stage 2 cannot guard their creation (before 5.14,
+    /// or Yama's ptrace scope 2 or more). By default stage 2 guards them:
+    /// it performs each creating call of the command on its behalf and
+    /// refuses those names, and the host sees nothing of the masks.
+    pub fn placeholders(mut self) -> Self {
+        self.creation_guard = false;
+        self
     }
 
     /// Lets a run's placeholders (the mount points made on the host for
@@ -251,6 +266,8 @@ pub struct Sandbox {
     egress: Option<EgressSetup>,
     limits: ResourceLimits,
     linger: Option<Duration>,
+    /// Stage 2 guards creations: the config asks for it and the kernel allows it.
+    creation_guard: bool,
 }
 
 impl Sandbox {
@@ -290,6 +307,7 @@ impl Sandbox {
             egress: config.egress,
             limits: config.limits,
             linger: config.linger,
+            creation_guard: config.creation_guard && crate::stage2::creations_guard_supported(),
         })
     }
 
@@ -362,7 +380,7 @@ impl Sandbox {
             None => None,
         };
         let egress_socket = proxy.as_ref().and_then(RunningProxy::socket);
-        let host = RecordingHost::default();
+        let host = RecordingHost::new(self.creation_guard);
         let plan = self.launch(spec, &command.argv, tmp_path, egress_socket, &host)?;
         // Before any placeholder exists: the repositories as the command
         // will find them, so that those it makes can be told apart.
@@ -478,7 +496,7 @@ impl Sandbox {
             argv,
             &self.state_dir.join("tmp-RUN"),
             Some(&egress_socket),
-            &RealHost,
+            &RecordingHost::new(self.creation_guard),
         )
     }
 

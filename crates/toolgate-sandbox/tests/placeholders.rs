@@ -1,4 +1,5 @@
-//! What the host sees of the masks while a command runs and after: the
+//! What the host sees of the masks where stage 2 cannot guard creations
+//! (the placeholder fallback, forced here) while a command runs and after: the
 //! placeholders for absent protected names must not break host git, names
 //! whose creation is harmless get none, and none survive their run.
 
@@ -13,7 +14,7 @@ use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxSpec};
 
 fn sandbox(state: &Path) -> Sandbox {
     let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
+    Sandbox::new(SandboxConfig::new(stage2, state.to_owned()).placeholders()).unwrap()
 }
 
 fn git(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -184,7 +185,12 @@ async fn a_placeholder_a_host_program_filled_is_kept() {
 
 fn lingering(state: &Path, delay: Duration) -> Sandbox {
     let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    Sandbox::new(SandboxConfig::new(stage2, state.to_owned()).linger(delay)).unwrap()
+    Sandbox::new(
+        SandboxConfig::new(stage2, state.to_owned())
+            .linger(delay)
+            .placeholders(),
+    )
+    .unwrap()
 }
 
 /// A server answers before its command's placeholders are removed. They

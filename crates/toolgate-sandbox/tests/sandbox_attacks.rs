@@ -203,7 +203,8 @@ async fn mandatory_deny_paths_cannot_be_written_or_created_and_git_still_commits
         "mkdir -p .windsurf && echo '{}' > .windsurf/hooks.json",
         "mkdir -p .clinerules/hooks",
         "echo 'lint-cmd: evil' > .aider.conf.yml",
-        "rm -rf .gemini",
+        "rm -rf .git/hooks",
+        "rm -f .bashrc",
         "mv .claude .claude-old",
     ];
     for script in attempts {

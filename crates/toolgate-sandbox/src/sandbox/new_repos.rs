@@ -41,9 +41,18 @@ const MAX_MODULE_DEPTH: usize = 16;
 #[derive(Debug, Default)]
 pub(super) struct RecordingHost {
     scans: Mutex<Vec<(PathBuf, RootScan)>>,
+    /// Whether stage 2 guards creations (the sandbox's choice).
+    guards_creations: bool,
 }
 
 impl RecordingHost {
+    pub(super) fn new(guards_creations: bool) -> RecordingHost {
+        RecordingHost {
+            scans: Mutex::default(),
+            guards_creations,
+        }
+    }
+
     fn take(&self) -> Vec<(PathBuf, RootScan)> {
         self.scans
             .lock()
@@ -69,7 +78,7 @@ impl HostView for RecordingHost {
         RealHost.is_empty(path)
     }
     fn guards_creations(&self) -> bool {
-        RealHost.guards_creations()
+        self.guards_creations
     }
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
         let scan = RealHost.scan_root(root, budget)?;
