@@ -555,10 +555,8 @@ fn a_read_deny_target_deleted_after_the_plan_is_skipped_and_a_missing_placeholde
     // Placeholders (where stage 2 cannot guard creations): the run below
     // has no lifeline, which the guard needs.
     let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    let sb = Sandbox::new(
-        SandboxConfig::new(stage2, dir.path().join("state")).placeholders(),
-    )
-    .unwrap();
+    let sb =
+        Sandbox::new(SandboxConfig::new(stage2, dir.path().join("state")).placeholders()).unwrap();
     let spec = SandboxSpec::for_root(&root).read_deny(&secret);
     let plan = sb
         .plan(&spec, &["sh".into(), "-c".into(), "echo ran".into()])

@@ -34,7 +34,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::Stage2Error;
 
@@ -43,13 +43,16 @@ mod place;
 
 /// An absent protected name: the directory it would appear in, by identity,
 /// and the name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) struct DeniedName {
     dev: u64,
     ino: u64,
     name: Vec<u8>,
     /// The path as the plan named it, for the message.
     path: PathBuf,
+    /// Whether the command was told already: once per name, so that a
+    /// command retrying in a loop does not flood its own output.
+    told: Arc<AtomicBool>,
 }
 
 /// The names the command may not create.
@@ -80,6 +83,7 @@ impl DeniedNames {
                 ino: stat.st_ino,
                 name: OsString::from(name).into_vec(),
                 path: path.clone(),
+                told: Arc::default(),
             });
         }
         Ok(DeniedNames(denied))
@@ -89,12 +93,13 @@ impl DeniedNames {
         self.0.is_empty()
     }
 
-    /// The denied entry `name` in the directory with `(dev, ino)`, if any.
-    fn find(&self, dev: u64, ino: u64, name: &[u8]) -> Option<&Path> {
+    /// The denied entry `name` in the directory with `(dev, ino)`, if any,
+    /// and whether this is the first time it was asked for.
+    fn find(&self, dev: u64, ino: u64, name: &[u8]) -> Option<(&Path, bool)> {
         self.0
             .iter()
             .find(|d| d.dev == dev && d.ino == ino && d.name == name)
-            .map(|d| d.path.as_path())
+            .map(|d| (d.path.as_path(), !d.told.swap(true, Ordering::Relaxed)))
     }
 }
 
@@ -367,4 +372,3 @@ enum Target {
     Enosys,
     Opening(usize),
 }
-

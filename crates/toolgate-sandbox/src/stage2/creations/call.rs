@@ -158,8 +158,22 @@ fn perform(caller: &Caller, denied: &DeniedNames) -> Result<Outcome, Errno> {
             args[1],
         ),
         #[cfg(target_arch = "x86_64")]
-        libc::SYS_open => open(caller, denied, libc::AT_FDCWD, args[0], args[1] as u32, args[2]),
-        libc::SYS_openat => open(caller, denied, dirfd(args[0]), args[1], args[2] as u32, args[3]),
+        libc::SYS_open => open(
+            caller,
+            denied,
+            libc::AT_FDCWD,
+            args[0],
+            args[1] as u32,
+            args[2],
+        ),
+        libc::SYS_openat => open(
+            caller,
+            denied,
+            dirfd(args[0]),
+            args[1],
+            args[2] as u32,
+            args[3],
+        ),
         _ => Err(Errno::NOSYS),
     }
 }
@@ -170,11 +184,13 @@ fn check(place: &Place, denied: &DeniedNames) -> Result<(), Errno> {
     let stat = rustix::fs::fstat(&place.parent)?;
     match denied.find(stat.st_dev, stat.st_ino, &place.name) {
         None => Ok(()),
-        Some(path) => {
-            eprintln!(
-                "toolgate: refused to create {}: a protected name (the sandbox keeps it from being created)",
-                path.display()
-            );
+        Some((path, first)) => {
+            if first {
+                eprintln!(
+                    "toolgate: refused to create {}: a protected name (the sandbox keeps it from being created)",
+                    path.display()
+                );
+            }
             Err(Errno::ACCESS)
         }
     }
@@ -191,7 +207,11 @@ fn make_dir(
     let place = caller.locate(at, &path)?;
     check(&place, denied)?;
     let mode = caller.masked(mode)?;
-    rustix::fs::mkdirat(&place.parent, place.name_as_given(), Mode::from_raw_mode(mode))?;
+    rustix::fs::mkdirat(
+        &place.parent,
+        place.name_as_given(),
+        Mode::from_raw_mode(mode),
+    )?;
     Ok(Outcome::Value(0))
 }
 

@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -65,7 +66,23 @@ impl Caller {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
-        let mem = rustix::fs::openat(&proc_dir, "mem", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+        let mem = rustix::fs::openat(
+            &proc_dir,
+            "mem",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .inspect_err(|e| {
+            // Refused, not let through: the path cannot be read.
+            static TOLD: AtomicBool = AtomicBool::new(false);
+            if *e == Errno::ACCESS && !TOLD.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "toolgate: refused to create a file for a process that made itself \
+                         undumpable (prctl PR_SET_DUMPABLE 0): the sandbox reads the path of \
+                         each creation, and cannot read such a process's memory"
+                );
+            }
+        })?;
         let status = read_all(&rustix::fs::openat(
             &proc_dir,
             "status",
@@ -190,7 +207,11 @@ impl Caller {
             if place.in_proc {
                 return Ok(place);
             }
-            match rustix::fs::statat(&place.parent, place.name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
+            match rustix::fs::statat(
+                &place.parent,
+                place.name.as_slice(),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) {
                 Err(Errno::NOENT) => return Ok(place),
                 Err(e) => return Err(e),
                 Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::Symlink => {
@@ -329,7 +350,10 @@ mod tests {
     #[test]
     fn components_skip_empty_parts() {
         let parts: Vec<Vec<u8>> = components(b"//a/./b//c/").into_iter().collect();
-        assert_eq!(parts, vec![b"a".to_vec(), b".".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(
+            parts,
+            vec![b"a".to_vec(), b".".to_vec(), b"b".to_vec(), b"c".to_vec()]
+        );
         assert!(components(b"///").is_empty());
     }
 }

@@ -1,0 +1,232 @@
+//! Absent protected names (`.git`, `.mcp.json`, agent configurations, names
+//! in a git dir) are kept from being created by stage 2 itself, with nothing
+//! on the host: the attacks try every route to such a name, including a
+//! thread that rewrites the path while the call is checked; the host must
+//! see no trace of the masks while a command runs; and everything else a
+//! command creates works as it would without the guard (errors included).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxOutcome, SandboxSpec};
+
+const PROTECTED_AT_THE_TOP: &[&str] = &[
+    ".vscode",
+    ".mcp.json",
+    "opencode.json",
+    ".claude",
+    ".gemini",
+    ".codex",
+    ".kiro",
+    ".roo",
+    ".zed",
+    ".continue",
+    ".cursor",
+    ".aider.conf.yml",
+    ".windsurf",
+    ".idea",
+    ".amazonq",
+    ".devcontainer.json",
+    ".clinerules",
+    ".opencode",
+];
+
+fn sandbox(state: &Path) -> Sandbox {
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    out
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn run(sb: &Sandbox, root: &Path, command: SandboxCommand) -> SandboxOutcome {
+    sb.run(
+        &SandboxSpec::for_root(root),
+        command.timeout(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap()
+}
+
+/// A repository root with `a.txt`, in a temp dir that also holds the state.
+fn repo() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("repo");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "-q"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    (dir, root)
+}
+
+#[tokio::test]
+async fn every_route_to_a_protected_name_is_refused() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let git_dir_before = names(&root.join(".git"));
+    let script = include_str!("creation_guard/attacks.py");
+    let o = run(
+        &sb,
+        &root,
+        SandboxCommand::new(["/usr/bin/python3", "-c", script]),
+    )
+    .await
+    .outcome;
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    // Every attempt the script makes reports, and every one was refused as
+    // a permission matter (a race by never creating the name).
+    assert_eq!(lines.len(), 23, "{o:?}");
+    for line in &lines {
+        assert!(
+            line.ends_with(" refused EACCES") || line.ends_with(" refused race"),
+            "{line}\n{o:?}"
+        );
+    }
+    for name in PROTECTED_AT_THE_TOP {
+        assert!(
+            std::fs::symlink_metadata(root.join(name)).is_err(),
+            "{name} exists on the host: {o:?}"
+        );
+    }
+    assert_eq!(names(&root.join(".git")), git_dir_before);
+    // The command is told why, once per name however often it tries.
+    let told = |path: &str| {
+        o.stderr
+            .matches(&format!(
+                "toolgate: refused to create {}: a protected name",
+                root.join(path).display()
+            ))
+            .count()
+    };
+    assert_eq!(told(".mcp.json"), 1, "{}", o.stderr);
+    assert_eq!(told(".opencode"), 1, "{}", o.stderr);
+    assert_eq!(told(".git/worktrees"), 1, "{}", o.stderr);
+}
+
+/// The root is a subdirectory of a repository: host git, run while the
+/// command runs, finds the repository above and shows only what the command
+/// made; and a root of its own with no repository shows no `.git`.
+#[tokio::test]
+async fn the_host_sees_nothing_of_the_masks_while_a_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let repo = base.join("repo");
+    let sub = repo.join("sub");
+    let plain = base.join("plain");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::create_dir(&plain).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(sub.join("tracked.txt"), "x\n").unwrap();
+    git(&repo, &["add", "."]);
+    let status_before = git(&repo, &["status", "--porcelain"]).stdout;
+    let sb = sandbox(&base.join("state"));
+    let script = "touch started; sleep 2; rm started";
+    let in_sub = run(&sb, &sub, SandboxCommand::shell(script));
+    let in_plain = run(&sb, &plain, SandboxCommand::shell(script));
+    let host = async {
+        for root in [&sub, &plain] {
+            let mut waited = 0;
+            while !root.join("started").exists() {
+                assert!(waited < 400, "{} never started", root.display());
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                waited += 1;
+            }
+        }
+        assert_eq!(names(&sub), ["started", "tracked.txt"]);
+        assert_eq!(names(&plain), ["started"]);
+        let top = git(&sub, &["rev-parse", "--show-toplevel"]);
+        assert_eq!(
+            String::from_utf8_lossy(&top.stdout).trim(),
+            repo.to_str().unwrap()
+        );
+        let status = git(&sub, &["status", "--porcelain"]).stdout;
+        assert_eq!(
+            String::from_utf8_lossy(&status),
+            format!(
+                "{}?? sub/started\n",
+                String::from_utf8_lossy(&status_before)
+            )
+        );
+    };
+    let (in_sub, in_plain, ()) = tokio::join!(in_sub, in_plain, host);
+    assert_eq!(in_sub.outcome.exit_code, 0, "{in_sub:?}");
+    assert_eq!(in_plain.outcome.exit_code, 0, "{in_plain:?}");
+    assert_eq!(names(&sub), ["tracked.txt"]);
+    assert_eq!(names(&plain), Vec::<String>::new());
+    assert_eq!(git(&repo, &["status", "--porcelain"]).stdout, status_before);
+}
+
+/// What the guard performs for the command comes out as the kernel would
+/// have made it: modes under the command's umask, FIFOs that block for
+/// their other end, links, renames, the standard streams by name, the
+/// command's temp dir; and the same errors.
+#[tokio::test]
+async fn other_creations_work_as_without_the_guard() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let script = r#"
+        set -e
+        umask 022
+        mkdir -p a/b/c && echo x > a/f
+        stat -c '%a %n' a/f a/b
+        umask 077
+        echo > g
+        stat -c '%a %n' g
+        mkfifo p
+        cat p > fifo-out &
+        echo through-the-fifo > p
+        wait
+        cat fifo-out
+        ln -s f a/l && ln a/f a/h && mv a/h a/h2 && cat a/l
+        echo to-stdout > /dev/stdout
+        echo to-stderr > /dev/stderr
+        echo > /dev/null
+        echo tmp > /tmp/t && cat /tmp/t
+        cd a/b && echo relative > ../r && cd ../.. && cat a/r
+        python3 -c 'import os; os.close(os.open("x", os.O_CREAT | os.O_EXCL | os.O_WRONLY)); print("excl")'
+        set +e
+        mkdir a 2>&1
+        mkdir /usr/toolgate-x 2>&1
+        mkdir missing/x 2>&1
+        touch a/f/under-a-file 2>&1
+        python3 -c 'import os; os.open("x", os.O_CREAT | os.O_EXCL)' 2>&1 | tail -1
+        git init -q nested && test -f nested/.git/HEAD && echo nested-repo
+    "#;
+    let o = run(&sb, &root, SandboxCommand::shell(script)).await.outcome;
+    assert_eq!(
+        o.stdout,
+        "644 a/f\n755 a/b\n600 g\nthrough-the-fifo\nx\nto-stdout\ntmp\nrelative\nexcl\n\
+         mkdir: cannot create directory ‘a’: File exists\n\
+         mkdir: cannot create directory ‘/usr/toolgate-x’: Read-only file system\n\
+         mkdir: cannot create directory ‘missing/x’: No such file or directory\n\
+         touch: cannot touch 'a/f/under-a-file': Not a directory\n\
+         FileExistsError: [Errno 17] File exists: 'x'\n\
+         nested-repo\n",
+        "{o:?}"
+    );
+    assert_eq!(o.stderr, "to-stderr\n", "{o:?}");
+    assert_eq!(std::fs::read_to_string(root.join("a/h2")).unwrap(), "x\n");
+    assert!(!Path::new("/usr/toolgate-x").exists());
+}
