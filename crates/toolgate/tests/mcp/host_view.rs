@@ -105,7 +105,7 @@ fn a_background_process_leaves_the_host_view_alone_even_when_the_server_is_kille
         "tools/call",
         json!({"name": "process_start",
         "arguments": {"command": format!(
-            "mkdir .vscode 2>refused || echo made; echo '{{}}' > .mcp.json 2>>refused; \
+            "mkdir .vscode 2>refused || echo made; echo '{{}}' 2>>refused >.mcp.json; \
              touch started; sleep {marker}"
         )}}),
     );
