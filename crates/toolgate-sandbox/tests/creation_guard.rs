@@ -230,3 +230,56 @@ async fn other_creations_work_as_without_the_guard() {
     assert_eq!(std::fs::read_to_string(root.join("a/h2")).unwrap(), "x\n");
     assert!(!Path::new("/usr/toolgate-x").exists());
 }
+
+/// Attack: the keeper opens what a held `open` names as itself, and a
+/// process may open its own /proc entries where others may not. The command
+/// asks for the keeper's memory (its parent's `mem`) with `O_CREAT`, by
+/// name, through an `O_PATH` descriptor reopened via `/proc/self/fd`, a
+/// directory descriptor, `/proc/self/root` and a working directory in the
+/// keeper's /proc directory: every one refused, while its own descriptors
+/// still reopen.
+#[tokio::test]
+async fn the_keeper_opens_nothing_of_its_own_for_the_command() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let script = r#"
+import os
+keeper = os.getppid()
+def attempt(route, action):
+    try:
+        fd = action()
+        print(route, "OPENED", os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError as e:
+        print(route, "refused", e.strerror)
+W = os.O_RDONLY | os.O_CREAT
+attempt("by-name", lambda: os.open(f"/proc/{keeper}/mem", W))
+path_fd = os.open(f"/proc/{keeper}/mem", os.O_PATH)
+attempt("o-path-reopened", lambda: os.open(f"/proc/self/fd/{path_fd}", W))
+dir_fd = os.open(f"/proc/{keeper}", os.O_PATH | os.O_DIRECTORY)
+attempt("dirfd", lambda: os.open("mem", W, dir_fd=dir_fd))
+attempt("via-root", lambda: os.open(f"/proc/self/root/proc/{keeper}/mem", W))
+attempt("environ", lambda: os.open(f"/proc/{keeper}/environ", W))
+here = os.getcwd()
+os.chdir(f"/proc/{keeper}")
+attempt("cwd", lambda: os.open("mem", W))
+os.chdir(here)
+attempt("own-stdout", lambda: os.open("/proc/self/fd/1", os.O_WRONLY | os.O_CREAT))
+"#;
+    let o = run(
+        &sb,
+        &root,
+        SandboxCommand::new(["/usr/bin/python3", "-c", script]),
+    )
+    .await
+    .outcome;
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{o:?}");
+    for line in &lines[..6] {
+        assert!(
+            line.ends_with(" refused Permission denied"),
+            "{line}\n{o:?}"
+        );
+    }
+    assert!(lines[6].starts_with("own-stdout OPENED pipe:"), "{o:?}");
+}

@@ -354,11 +354,24 @@ fn open(
         flags | OFlags::NOFOLLOW
     };
     let cloexec = flags.contains(OFlags::CLOEXEC);
+    // A descriptor link of the caller's (`/proc/self/fd/N`) is reopened by
+    // the kernel as the keeper: one that leads into /proc (an O_PATH of
+    // `/proc/<keeper>/mem`) would open what only the keeper may.
+    let link = place.in_proc
+        && rustix::fs::statat(
+            &place.parent,
+            place.name.as_slice(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_symlink());
     let fd = rustix::fs::openat(
         &place.parent,
         place.name_as_given(),
         flags | OFlags::CLOEXEC,
         Mode::from_raw_mode(mode),
     )?;
+    if link && rustix::fs::fstat(&fd)?.st_dev == caller.proc_dev() {
+        return Err(Errno::ACCESS);
+    }
     Ok(Outcome::Descriptor { fd, cloexec })
 }

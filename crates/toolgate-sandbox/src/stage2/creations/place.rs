@@ -120,6 +120,11 @@ impl Caller {
         })
     }
 
+    /// The device of /proc as the keeper sees it.
+    pub(super) fn proc_dev(&self) -> u64 {
+        self.proc_dev
+    }
+
     pub(super) fn nr(&self) -> i32 {
         self.request.data.nr
     }
@@ -248,12 +253,24 @@ impl Caller {
     }
 
     /// Walks `path` from `base` up to its last component.
+    ///
+    /// Inside /proc only the caller's own directory, reached by name from
+    /// /proc (`self`, `thread-self` or its pid), may be walked: the keeper
+    /// opens what it finds there as itself, and a process passes every
+    /// access check on its own /proc entries (`/proc/<keeper>/mem`, or a
+    /// descriptor link the caller aimed at it) where the caller would not.
     fn walk(&self, mut current: OwnedFd, path: &[u8], hops: &mut u32) -> Result<Place, Errno> {
         let mut pending: VecDeque<Vec<u8>> = components(path);
         let trailing_slash = path.ends_with(b"/");
+        // Whether `current`, when in /proc, is the caller's own directory or
+        // below it, reached without following a link.
+        let mut owned = false;
         loop {
             let stat = rustix::fs::fstat(&current)?;
             let in_proc = stat.st_dev == self.proc_dev;
+            if in_proc && !owned && stat.st_ino != PROC_ROOT_INO {
+                return Err(Errno::ACCESS);
+            }
             let Some(name) = pending.pop_front() else {
                 // "/" or "dir/.": the directory itself.
                 return Ok(Place {
@@ -275,20 +292,31 @@ impl Caller {
                 continue;
             }
             if in_proc {
-                // `/proc/self` is the caller, not the keeper.
-                let name = if stat.st_ino == PROC_ROOT_INO && name == b"self" {
-                    self.tgid.to_string().into_bytes()
-                } else if stat.st_ino == PROC_ROOT_INO && name == b"thread-self" {
-                    format!("{}/task/{}", self.tgid, self.request.pid).into_bytes()
+                let name = if stat.st_ino == PROC_ROOT_INO {
+                    // `/proc/self` is the caller, not the keeper; no other
+                    // process's directory, nor the rest of /proc.
+                    let own = self.tgid.to_string().into_bytes();
+                    if name == b"self" || name == own {
+                        own
+                    } else if name == b"thread-self" {
+                        format!("{}/task/{}", self.tgid, self.request.pid).into_bytes()
+                    } else {
+                        return Err(Errno::ACCESS);
+                    }
                 } else {
                     name
                 };
+                // A link here (`cwd`, `root`, `fd/N`) is followed by the
+                // kernel; where it leads is the caller's only outside /proc.
+                let link = rustix::fs::statat(&current, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink);
                 current = rustix::fs::openat(
                     &current,
                     name.as_slice(),
                     OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
                     Mode::empty(),
                 )?;
+                owned = !link;
                 continue;
             }
             let next = rustix::fs::openat(
