@@ -283,3 +283,49 @@ attempt("own-stdout", lambda: os.open("/proc/self/fd/1", os.O_WRONLY | os.O_CREA
     }
     assert!(lines[6].starts_with("own-stdout OPENED pipe:"), "{o:?}");
 }
+
+/// Attack: a protected name absent when the run started is made by a host
+/// program while the command runs (an editor's `.vscode/`, a `.mcp.json`).
+/// A placeholder's mount used to hide it; now the command waits for it and
+/// writes it by every route: by name, appending, `r+`, a new file in it, a
+/// directory, through a symlink, a hard link (by name and of a descriptor),
+/// a descriptor reopened for writing, from a working directory inside it,
+/// a rename into it. Nothing succeeds and the host's files are unchanged.
+#[tokio::test]
+async fn a_protected_name_a_host_program_makes_during_the_run_stays_out_of_reach() {
+    let (dir, root) = repo();
+    let sb = sandbox(&dir.path().join("state"));
+    let script = include_str!("creation_guard/host_made.sh");
+    let running = run(&sb, &root, SandboxCommand::new(["sh", "-c", script]));
+    let host = async {
+        let mut waited = 0;
+        while !root.join("started").exists() {
+            assert!(waited < 400, "the command never started");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            waited += 1;
+        }
+        std::fs::create_dir(root.join(".vscode")).unwrap();
+        std::fs::write(root.join(".vscode/tasks.json"), "{\"host\":1}").unwrap();
+        std::fs::write(root.join(".mcp.json"), "{}").unwrap();
+    };
+    let (o, ()) = tokio::join!(running, host);
+    let o = o.outcome;
+    assert_eq!((o.exit_code, o.stdout.as_str()), (0, "done\n"), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".vscode/tasks.json")).unwrap(),
+        "{\"host\":1}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".mcp.json")).unwrap(),
+        "{}"
+    );
+    assert_eq!(names(&root.join(".vscode")), ["tasks.json"]);
+    assert!(!root.join("hard").exists() && !root.join("hard2").exists());
+    assert!(
+        o.stderr.contains(&format!(
+            "toolgate: refused to write in {}: a protected name a host program made during the run",
+            root.join(".vscode").display()
+        )),
+        "{o:?}"
+    );
+}

@@ -24,6 +24,14 @@
 //! opened for the command is installed in it atomically with the answer
 //! (`SECCOMP_ADDFD_FLAG_SEND`).
 //!
+//! Opens that write (`O_WRONLY`, `O_RDWR`, `O_TRUNC`) are held too, and
+//! every held call is refused where it would act at or beneath a protected
+//! name (by the path the kernel reports for the keeper's descriptor): such
+//! an entry can only be one a host program made during the run (an
+//! editor's `.vscode/`, `git init`), which a placeholder's mount used to
+//! hide; the next command's plan masks it read-only. Linking a file from
+//! there is refused too, since a second name would be a way to write it.
+//!
 //! The keeper cannot be turned against this: it is not dumpable (the command
 //! cannot read or write its memory), the listener is close-on-exec, and if
 //! the keeper dies the kernel fails every held call (`ENOSYS`), it never lets
@@ -91,6 +99,21 @@ impl DeniedNames {
 
     pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The denied entry that `path` (as the keeper sees it) is or lies
+    /// beneath, if any, and whether this is the first time it was asked for.
+    /// Such an entry exists only because a host program made it during the
+    /// run: the command could not.
+    fn beneath(&self, path: &[u8]) -> Option<(&Path, bool)> {
+        self.0
+            .iter()
+            .find(|d| {
+                let denied = d.path.as_os_str().as_encoded_bytes();
+                path.strip_prefix(denied)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+            })
+            .map(|d| (d.path.as_path(), !d.told.swap(true, Ordering::Relaxed)))
     }
 
     /// The denied entry `name` in the directory with `(dev, ino)`, if any,
@@ -259,12 +282,15 @@ const CREATING: &[i64] = &[
     libc::SYS_renameat2,
 ];
 
-/// Opening calls, with the argument that holds their flags: held only with
-/// `O_CREAT`.
+/// Opening calls, with the argument that holds their flags: held only when
+/// they create or write (`O_CREAT`, `O_WRONLY`, `O_RDWR`, `O_TRUNC`).
 #[cfg(target_arch = "x86_64")]
 const OPENING: &[(i64, u32)] = &[(libc::SYS_open, 1), (libc::SYS_openat, 2)];
 #[cfg(not(target_arch = "x86_64"))]
 const OPENING: &[(i64, u32)] = &[(libc::SYS_openat, 2)];
+
+/// The open flags that make an open held.
+const WRITING_FLAGS: u32 = (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xc000_003e;
@@ -309,8 +335,8 @@ fn filter_program() -> Vec<libc::sock_filter> {
     let mut tail: Vec<libc::sock_filter> = Vec::new();
     for (_, arg) in OPENING {
         tail.push(insn(LD_ABS, 0, 0, arg_low(*arg)));
-        // O_CREAT: to NOTIFY (the last instruction), else to ALLOW.
-        tail.push(insn(JSET, 0, 0, libc::O_CREAT as u32));
+        // Creating or writing: to NOTIFY (the last instruction), else to ALLOW.
+        tail.push(insn(JSET, 0, 0, WRITING_FLAGS));
     }
     tail.push(insn(RET, 0, 0, ALLOW));
     tail.push(insn(RET, 0, 0, enosys));

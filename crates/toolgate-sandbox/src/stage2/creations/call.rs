@@ -178,16 +178,38 @@ fn perform(caller: &Caller, denied: &DeniedNames) -> Result<Outcome, Errno> {
     }
 }
 
-/// Refuses `place` if it is a protected name in a protected directory, and
-/// says so once on the command's stderr (it is the keeper's too).
+/// Refuses `place` if it is a protected name in a protected directory, or
+/// lies beneath one that a host program made during the run, and says so
+/// once on the command's stderr (it is the keeper's too).
 fn check(place: &Place, denied: &DeniedNames) -> Result<(), Errno> {
     let stat = rustix::fs::fstat(&place.parent)?;
-    match denied.find(stat.st_dev, stat.st_ino, &place.name) {
+    if let Some((path, first)) = denied.find(stat.st_dev, stat.st_ino, &place.name) {
+        if first {
+            eprintln!(
+                "toolgate: refused to create {}: a protected name (the sandbox keeps it from being created)",
+                path.display()
+            );
+        }
+        return Err(Errno::ACCESS);
+    }
+    not_beneath(&place.parent, denied)
+}
+
+/// Refuses what `fd` is open on if it is, or lies beneath, a protected name
+/// that a host program made during the run: where a placeholder's mount hid
+/// it, the command must not write into it either.
+fn not_beneath(fd: &OwnedFd, denied: &DeniedNames) -> Result<(), Errno> {
+    let path = rustix::fs::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()), Vec::new())?;
+    refuse_beneath(path.as_bytes(), denied)
+}
+
+fn refuse_beneath(path: &[u8], denied: &DeniedNames) -> Result<(), Errno> {
+    match denied.beneath(path) {
         None => Ok(()),
         Some((path, first)) => {
             if first {
                 eprintln!(
-                    "toolgate: refused to create {}: a protected name (the sandbox keeps it from being created)",
+                    "toolgate: refused to write in {}: a protected name a host program made during the run (the next command finds it read-only)",
                     path.display()
                 );
             }
@@ -273,6 +295,10 @@ fn link(
         // visible): linked through its /proc entry, which needs no
         // capability, unlike AT_EMPTY_PATH on a descriptor.
         let (dir, name) = caller.descriptor_entry(old_at)?;
+        // A second name for a file the host made there would let the
+        // command write it.
+        let target = rustix::fs::readlinkat(&dir, name.as_slice(), Vec::new())?;
+        refuse_beneath(target.as_bytes(), denied)?;
         rustix::fs::linkat(
             &dir,
             name.as_slice(),
@@ -288,8 +314,11 @@ fn link(
     }
     // The kernel follows a /proc magic link itself (`/proc/self/fd/3`).
     let follow = if old.in_proc {
+        let target = rustix::fs::readlinkat(&old.parent, old.name.as_slice(), Vec::new())?;
+        refuse_beneath(target.as_bytes(), denied)?;
         AtFlags::SYMLINK_FOLLOW
     } else {
+        not_beneath(&old.parent, denied)?;
         AtFlags::empty()
     };
     rustix::fs::linkat(
@@ -373,5 +402,8 @@ fn open(
     if link && rustix::fs::fstat(&fd)?.st_dev == caller.proc_dev() {
         return Err(Errno::ACCESS);
     }
+    // Where it opened, links followed (a descriptor reopened by its /proc
+    // entry included).
+    not_beneath(&fd, denied)?;
     Ok(Outcome::Descriptor { fd, cloexec })
 }
