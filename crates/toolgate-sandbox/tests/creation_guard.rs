@@ -142,7 +142,8 @@ async fn the_host_sees_nothing_of_the_masks_while_a_command_runs() {
     git(&repo, &["add", "."]);
     let status_before = git(&repo, &["status", "--porcelain"]).stdout;
     let sb = sandbox(&base.join("state"));
-    let script = "touch started; sleep 2; rm started";
+    // Each runs until the host has looked (a deadline would race a slow start).
+    let script = "touch started; while [ ! -e done ]; do sleep 0.05; done; rm started done";
     let in_sub = run(&sb, &sub, SandboxCommand::shell(script));
     let in_plain = run(&sb, &plain, SandboxCommand::shell(script));
     let host = async {
@@ -169,6 +170,8 @@ async fn the_host_sees_nothing_of_the_masks_while_a_command_runs() {
                 String::from_utf8_lossy(&status_before)
             )
         );
+        std::fs::write(sub.join("done"), "").unwrap();
+        std::fs::write(plain.join("done"), "").unwrap();
     };
     let (in_sub, in_plain, ()) = tokio::join!(in_sub, in_plain, host);
     assert_eq!(in_sub.outcome.exit_code, 0, "{in_sub:?}");
