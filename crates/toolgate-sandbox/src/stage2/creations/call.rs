@@ -97,83 +97,51 @@ fn dirfd(arg: u64) -> i32 {
     arg as i32
 }
 
-fn perform(caller: &Caller, denied: &DeniedNames) -> Result<Outcome, Errno> {
-    let args = caller.args();
-    let nr = i64::from(caller.nr());
+/// x86_64's older calls as the `*at` calls they equal, with the working
+/// directory for each directory argument: one path per kind of call.
+#[cfg(target_arch = "x86_64")]
+fn at_form(nr: i64, a: [u64; 6]) -> (i64, [u64; 6]) {
+    let cwd = libc::AT_FDCWD as u64;
+    let creat = (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64;
     match nr {
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_mkdir => make_dir(caller, denied, libc::AT_FDCWD, args[0], args[1]),
-        libc::SYS_mkdirat => make_dir(caller, denied, dirfd(args[0]), args[1], args[2]),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_mknod => make_node(caller, denied, libc::AT_FDCWD, args[0], args[1], args[2]),
-        libc::SYS_mknodat => make_node(caller, denied, dirfd(args[0]), args[1], args[2], args[3]),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_symlink => make_symlink(caller, denied, args[0], libc::AT_FDCWD, args[1]),
-        libc::SYS_symlinkat => make_symlink(caller, denied, args[0], dirfd(args[1]), args[2]),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_link => link(
-            caller,
-            denied,
-            (libc::AT_FDCWD, args[0]),
-            (libc::AT_FDCWD, args[1]),
-            0,
-        ),
+        libc::SYS_mkdir => (libc::SYS_mkdirat, [cwd, a[0], a[1], 0, 0, 0]),
+        libc::SYS_mknod => (libc::SYS_mknodat, [cwd, a[0], a[1], a[2], 0, 0]),
+        libc::SYS_symlink => (libc::SYS_symlinkat, [a[0], cwd, a[1], 0, 0, 0]),
+        libc::SYS_link => (libc::SYS_linkat, [cwd, a[0], cwd, a[1], 0, 0]),
+        libc::SYS_rename => (libc::SYS_renameat2, [cwd, a[0], cwd, a[1], 0, 0]),
+        libc::SYS_renameat => (libc::SYS_renameat2, [a[0], a[1], a[2], a[3], 0, 0]),
+        libc::SYS_creat => (libc::SYS_openat, [cwd, a[0], creat, a[1], 0, 0]),
+        libc::SYS_open => (libc::SYS_openat, [cwd, a[0], a[1], a[2], 0, 0]),
+        _ => (nr, a),
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn at_form(nr: i64, a: [u64; 6]) -> (i64, [u64; 6]) {
+    (nr, a)
+}
+
+fn perform(caller: &Caller, denied: &DeniedNames) -> Result<Outcome, Errno> {
+    let (nr, a) = at_form(i64::from(caller.nr()), caller.args());
+    match nr {
+        libc::SYS_mkdirat => make_dir(caller, denied, dirfd(a[0]), a[1], a[2]),
+        libc::SYS_mknodat => make_node(caller, denied, dirfd(a[0]), a[1], a[2], a[3]),
+        libc::SYS_symlinkat => make_symlink(caller, denied, a[0], dirfd(a[1]), a[2]),
         libc::SYS_linkat => link(
             caller,
             denied,
-            (dirfd(args[0]), args[1]),
-            (dirfd(args[2]), args[3]),
-            args[4] as u32,
-        ),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_rename => rename(
-            caller,
-            denied,
-            (libc::AT_FDCWD, args[0]),
-            (libc::AT_FDCWD, args[1]),
-            0,
-        ),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_renameat => rename(
-            caller,
-            denied,
-            (dirfd(args[0]), args[1]),
-            (dirfd(args[2]), args[3]),
-            0,
+            (dirfd(a[0]), a[1]),
+            (dirfd(a[2]), a[3]),
+            a[4] as u32,
         ),
         libc::SYS_renameat2 => rename(
             caller,
             denied,
-            (dirfd(args[0]), args[1]),
-            (dirfd(args[2]), args[3]),
-            args[4] as u32,
+            (dirfd(a[0]), a[1]),
+            (dirfd(a[2]), a[3]),
+            a[4] as u32,
         ),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_creat => open(
-            caller,
-            denied,
-            libc::AT_FDCWD,
-            args[0],
-            (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u32,
-            args[1],
-        ),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_open => open(
-            caller,
-            denied,
-            libc::AT_FDCWD,
-            args[0],
-            args[1] as u32,
-            args[2],
-        ),
-        libc::SYS_openat => open(
-            caller,
-            denied,
-            dirfd(args[0]),
-            args[1],
-            args[2] as u32,
-            args[3],
-        ),
+        libc::SYS_openat => open(caller, denied, dirfd(a[0]), a[1], a[2] as u32, a[3]),
         _ => Err(Errno::NOSYS),
     }
 }
@@ -399,11 +367,13 @@ fn open(
         flags | OFlags::CLOEXEC,
         Mode::from_raw_mode(mode),
     )?;
-    if link && rustix::fs::fstat(&fd)?.st_dev == caller.proc_dev() {
-        return Err(Errno::ACCESS);
+    if place.in_proc {
+        if link && rustix::fs::fstat(&fd)?.st_dev == caller.proc_dev() {
+            return Err(Errno::ACCESS);
+        }
+        // Where a descriptor reopened by its /proc entry leads (elsewhere
+        // the entry is the name in the parent `check` passed).
+        not_beneath(&fd, denied)?;
     }
-    // Where it opened, links followed (a descriptor reopened by its /proc
-    // entry included).
-    not_beneath(&fd, denied)?;
     Ok(Outcome::Descriptor { fd, cloexec })
 }
