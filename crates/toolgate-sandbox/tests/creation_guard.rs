@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
+use toolgate_sandbox::runner::ExecOutcome;
 use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxOutcome, SandboxSpec};
 
 const PROTECTED_AT_THE_TOP: &[&str] = &[
@@ -70,6 +71,19 @@ async fn run(sb: &Sandbox, root: &Path, command: SandboxCommand) -> SandboxOutco
     .unwrap()
 }
 
+/// Runs a Python script in the sandbox; it must exit cleanly.
+async fn python(sb: &Sandbox, root: &Path, script: &str) -> ExecOutcome {
+    let o = run(
+        sb,
+        root,
+        SandboxCommand::new(["/usr/bin/python3", "-c", script]),
+    )
+    .await
+    .outcome;
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    o
+}
+
 /// A repository root with `a.txt`, in a temp dir that also holds the state.
 fn repo() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -85,15 +99,7 @@ async fn every_route_to_a_protected_name_is_refused() {
     let (dir, root) = repo();
     let sb = sandbox(&dir.path().join("state"));
     let git_dir_before = names(&root.join(".git"));
-    let script = include_str!("creation_guard/attacks.py");
-    let o = run(
-        &sb,
-        &root,
-        SandboxCommand::new(["/usr/bin/python3", "-c", script]),
-    )
-    .await
-    .outcome;
-    assert_eq!(o.exit_code, 0, "{o:?}");
+    let o = python(&sb, &root, include_str!("creation_guard/attacks.py")).await;
     let lines: Vec<&str> = o.stdout.lines().collect();
     // Every attempt the script makes reports, and every one was refused as
     // a permission matter (a race by never creating the name).
@@ -268,14 +274,7 @@ attempt("cwd", lambda: os.open("mem", W))
 os.chdir(here)
 attempt("own-stdout", lambda: os.open("/proc/self/fd/1", os.O_WRONLY | os.O_CREAT))
 "#;
-    let o = run(
-        &sb,
-        &root,
-        SandboxCommand::new(["/usr/bin/python3", "-c", script]),
-    )
-    .await
-    .outcome;
-    assert_eq!(o.exit_code, 0, "{o:?}");
+    let o = python(&sb, &root, script).await;
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines.len(), 7, "{o:?}");
     for line in &lines[..6] {
