@@ -7,13 +7,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use toolgate_sandbox::runner::ExecOutcome;
-use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxOutcome, SandboxSpec};
+use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxOutcome, SandboxSpec};
+
+use common::{git, names, sandbox};
 
 const PROTECTED_AT_THE_TOP: &[&str] = &[
     ".vscode",
@@ -35,32 +38,6 @@ const PROTECTED_AT_THE_TOP: &[&str] = &[
     ".clinerules",
     ".opencode",
 ];
-
-fn sandbox(state: &Path) -> Sandbox {
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
-}
-
-fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    out
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 async fn run(sb: &Sandbox, root: &Path, command: SandboxCommand) -> SandboxOutcome {
     sb.run(
@@ -146,7 +123,7 @@ async fn the_host_sees_nothing_of_the_masks_while_a_command_runs() {
     git(&repo, &["init", "-q"]);
     std::fs::write(sub.join("tracked.txt"), "x\n").unwrap();
     git(&repo, &["add", "."]);
-    let status_before = git(&repo, &["status", "--porcelain"]).stdout;
+    let status_before = git(&repo, &["status", "--porcelain"]);
     let sb = sandbox(&base.join("state"));
     // Each runs until the host has looked (a deadline would race a slow start).
     let script = "touch started; while [ ! -e done ]; do sleep 0.05; done; rm started done";
@@ -164,18 +141,9 @@ async fn the_host_sees_nothing_of_the_masks_while_a_command_runs() {
         assert_eq!(names(&sub), ["started", "tracked.txt"]);
         assert_eq!(names(&plain), ["started"]);
         let top = git(&sub, &["rev-parse", "--show-toplevel"]);
-        assert_eq!(
-            String::from_utf8_lossy(&top.stdout).trim(),
-            repo.to_str().unwrap()
-        );
-        let status = git(&sub, &["status", "--porcelain"]).stdout;
-        assert_eq!(
-            String::from_utf8_lossy(&status),
-            format!(
-                "{}?? sub/started\n",
-                String::from_utf8_lossy(&status_before)
-            )
-        );
+        assert_eq!(top.trim(), repo.to_str().unwrap());
+        let status = git(&sub, &["status", "--porcelain"]);
+        assert_eq!(status, format!("{status_before}?? sub/started\n"));
         std::fs::write(sub.join("done"), "").unwrap();
         std::fs::write(plain.join("done"), "").unwrap();
     };
@@ -184,7 +152,7 @@ async fn the_host_sees_nothing_of_the_masks_while_a_command_runs() {
     assert_eq!(in_plain.outcome.exit_code, 0, "{in_plain:?}");
     assert_eq!(names(&sub), ["tracked.txt"]);
     assert_eq!(names(&plain), Vec::<String>::new());
-    assert_eq!(git(&repo, &["status", "--porcelain"]).stdout, status_before);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
 }
 
 /// What the guard performs for the command comes out as the kernel would

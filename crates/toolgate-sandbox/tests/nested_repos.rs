@@ -6,34 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use pretty_assertions::assert_eq;
-use toolgate_sandbox::{
-    PlanError, Sandbox, SandboxCommand, SandboxConfig, SandboxError, SandboxSpec,
-};
+use toolgate_sandbox::{PlanError, SandboxCommand, SandboxError, SandboxSpec};
 
-fn sandbox(state: &Path) -> Sandbox {
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {out:?}",
-        dir.display()
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{git, sandbox};
 
 /// Every file under `dir` with its bytes (directories with none).
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {

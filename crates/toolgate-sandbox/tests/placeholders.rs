@@ -5,35 +5,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxSpec};
+use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxSpec};
 
+use common::{git, names};
+
+/// A sandbox that masks absent protected names with placeholders.
 fn sandbox(state: &Path) -> Sandbox {
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    Sandbox::new(SandboxConfig::new(stage2, state.to_owned()).placeholders()).unwrap()
-}
-
-fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    Sandbox::new(common::config(state).placeholders()).unwrap()
 }
 
 /// Waits (bounded) until `path` exists: the command is running then.
@@ -54,9 +38,9 @@ async fn host_git_works_in_a_subdirectory_root_while_a_command_runs() {
     let repo = base.join("repo");
     let root = repo.join("sub");
     std::fs::create_dir_all(&root).unwrap();
-    assert!(git(&repo, &["init", "-q"]).status.success());
+    git(&repo, &["init", "-q"]);
     std::fs::write(root.join("tracked.txt"), "x\n").unwrap();
-    assert!(git(&repo, &["add", "."]).status.success());
+    git(&repo, &["add", "."]);
     let status_before = git(&repo, &["status", "--porcelain"]);
     let sb = sandbox(&base.join("state"));
     let spec = SandboxSpec::for_root(&root);
@@ -67,21 +51,11 @@ async fn host_git_works_in_a_subdirectory_root_while_a_command_runs() {
     let host = async {
         until_exists(&root.join("started")).await;
         let in_sub = git(&root, &["rev-parse", "--show-toplevel"]);
-        assert!(in_sub.status.success(), "{in_sub:?}");
-        assert_eq!(
-            String::from_utf8_lossy(&in_sub.stdout).trim(),
-            repo.to_str().unwrap()
-        );
-        let status = git(&root, &["status", "--porcelain"]);
-        assert!(status.status.success(), "{status:?}");
+        assert_eq!(in_sub.trim(), repo.to_str().unwrap());
         // Placeholders are empty directories: git shows none of them
         // (only the command's own `started`).
-        let shown = String::from_utf8_lossy(&status.stdout).into_owned();
-        let expected = format!(
-            "{}?? sub/started\n",
-            String::from_utf8_lossy(&status_before.stdout)
-        );
-        assert_eq!(shown, expected);
+        let shown = git(&root, &["status", "--porcelain"]);
+        assert_eq!(shown, format!("{status_before}?? sub/started\n"));
         // The root's `.git` is blocked while the command runs: an empty
         // directory, which host git passes over to find the repository
         // above (an empty file there stops it: "invalid gitfile format").
@@ -95,10 +69,7 @@ async fn host_git_works_in_a_subdirectory_root_while_a_command_runs() {
         vec!["tracked.txt".to_owned()],
         "left on the host"
     );
-    assert_eq!(
-        git(&repo, &["status", "--porcelain"]).stdout,
-        status_before.stdout
-    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
 }
 
 #[tokio::test]
@@ -107,7 +78,7 @@ async fn names_whose_creation_runs_nothing_get_no_placeholder() {
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let root = base.join("root");
     std::fs::create_dir(&root).unwrap();
-    assert!(git(&root, &["init", "-q"]).status.success());
+    git(&root, &["init", "-q"]);
     let sb = sandbox(&base.join("state"));
     let spec = SandboxSpec::for_root(&root);
     let running = sb.run(&spec, SandboxCommand::shell("touch started; sleep 1.5"));
@@ -184,13 +155,7 @@ async fn a_placeholder_a_host_program_filled_is_kept() {
 }
 
 fn lingering(state: &Path, delay: Duration) -> Sandbox {
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
-    Sandbox::new(
-        SandboxConfig::new(stage2, state.to_owned())
-            .linger(delay)
-            .placeholders(),
-    )
-    .unwrap()
+    Sandbox::new(common::config(state).linger(delay).placeholders()).unwrap()
 }
 
 /// A server answers before its command's placeholders are removed. They

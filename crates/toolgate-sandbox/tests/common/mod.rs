@@ -1,0 +1,47 @@
+//! Helpers the sandbox's integration tests share.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use toolgate_sandbox::{Sandbox, SandboxConfig};
+
+/// The sandbox with this crate's stage 2 and its state in `state`.
+pub fn sandbox(state: &Path) -> Sandbox {
+    Sandbox::new(config(state)).unwrap()
+}
+
+/// The configuration `sandbox` uses, to adjust.
+pub fn config(state: &Path) -> SandboxConfig {
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    SandboxConfig::new(stage2, state.to_owned())
+}
+
+/// Host git in `dir`, with no user or system configuration; it must succeed.
+/// Returns its output.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {out:?}",
+        dir.display()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The names in `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
