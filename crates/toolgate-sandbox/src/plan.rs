@@ -374,9 +374,17 @@ impl BwrapPlan {
         b.push_path("--chdir", &[&spec.cwd]);
         b.push(&["--", STAGE2_PATH]);
         b.argv.extend(files.stage2_prefix.iter().cloned());
+        // Their mounts stay, and stage 2 refuses writes there itself: a host
+        // program replacing one during the run detaches its mount.
+        let deny_write = if host.guards_creations() {
+            read_only
+        } else {
+            Vec::new()
+        };
         let stage2 = Stage2Args {
             masks,
             deny_create,
+            deny_write,
             ..stage2.clone()
         };
         b.argv.extend(stage2.to_argv());

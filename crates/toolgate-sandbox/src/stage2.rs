@@ -54,6 +54,13 @@ pub struct Stage2Args {
     /// `creations`): refused where they would appear, with no placeholder on
     /// the host.
     pub deny_create: Vec<PathBuf>,
+    /// Existing protected entries (the read-only masks inside the roots):
+    /// besides their mount, stage 2 refuses every write at or beneath them
+    /// (`EROFS`, as the mount would). A host program that replaces one
+    /// during the run (`git config` renames a new `.git/config` over the
+    /// old) detaches the mount from it in every namespace, and what the
+    /// command then finds there is the host's new, writable entry.
+    pub deny_write: Vec<PathBuf>,
     /// Descriptor holding the environment as `KEY=VALUE\0` records.
     pub env_fd: Option<i32>,
     /// The egress proxy's unix socket (as seen inside the sandbox): stage 2
@@ -130,9 +137,14 @@ impl Stage2Args {
             argv.push(mask.source.as_os_str().to_owned());
             argv.push(mask.target.as_os_str().to_owned());
         }
-        for path in &self.deny_create {
-            argv.push("--deny-create".into());
-            argv.push(path.as_os_str().to_owned());
+        for (flag, paths) in [
+            ("--deny-create", &self.deny_create),
+            ("--deny-write", &self.deny_write),
+        ] {
+            for path in paths {
+                argv.push(flag.into());
+                argv.push(path.as_os_str().to_owned());
+            }
         }
         if let Some(fd) = self.env_fd {
             argv.push("--env-fd".into());
@@ -182,6 +194,9 @@ impl Stage2Args {
                 Some("--deny-create") => parsed
                     .deny_create
                     .push(value(&mut iter, "--deny-create")?.into()),
+                Some("--deny-write") => parsed
+                    .deny_write
+                    .push(value(&mut iter, "--deny-write")?.into()),
                 Some(flag @ ("--ro-bind" | "--hide")) => {
                     let source = value(&mut iter, flag)?;
                     let target = value(&mut iter, flag)?;
@@ -251,7 +266,7 @@ fn confine(args: &Stage2Args) -> Result<Confined, Stage2Error> {
     // First, while stage 2 still holds the namespace's CAP_SYS_ADMIN.
     masks::apply(&args.masks)?;
     // Their directories as the command sees them, masks and all.
-    let denied = creations::DeniedNames::open(&args.deny_create)?;
+    let denied = creations::DeniedNames::open(&args.deny_create, &args.deny_write)?;
     let env = match args.env_fd {
         Some(fd) => read_env(fd)?,
         None => Vec::new(),
@@ -357,6 +372,7 @@ mod tests {
                 },
             ],
             deny_create: vec!["/w/.mcp.json".into(), "/w/.git".into()],
+            deny_write: vec!["/w/.vscode".into()],
             env_fd: Some(3),
             egress_socket: Some("/run/toolgate/egress.sock".into()),
             lifeline_fd: Some(4),

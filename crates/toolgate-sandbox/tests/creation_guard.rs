@@ -299,3 +299,58 @@ async fn a_protected_name_a_host_program_makes_during_the_run_stays_out_of_reach
         "{o:?}"
     );
 }
+
+/// Attack: the command waits until a host program replaces protected
+/// entries that existed when it started (`git config` renames a new
+/// `.git/config` over the old one; `.git/hooks` and `.vscode` are removed
+/// and made again), which detaches their read-only mounts in every mount
+/// namespace, then writes them by every route: appending, truncating,
+/// `r+`, a descriptor reopened for writing, hard links (by name and of a
+/// descriptor), renames over and away, a symlinked directory, new hooks (a
+/// file, a directory, a symlink, from a working directory inside), a new
+/// file in `.vscode`. Nothing succeeds and the host's entries are as the
+/// host program left them.
+#[tokio::test]
+async fn a_protected_entry_a_host_program_replaces_during_the_run_stays_read_only() {
+    let (dir, root) = repo();
+    std::fs::create_dir(root.join(".vscode")).unwrap();
+    std::fs::write(root.join(".vscode/settings.json"), "{}").unwrap();
+    let sb = sandbox(&dir.path().join("state"));
+    let script = include_str!("creation_guard/host_replaced.sh");
+    let running = run(&sb, &root, SandboxCommand::new(["sh", "-c", script]));
+    let host = async {
+        let mut waited = 0;
+        while !root.join("started").exists() {
+            assert!(waited < 400, "the command never started");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            waited += 1;
+        }
+        git(&root, &["config", "user.name", "host"]);
+        std::fs::remove_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::create_dir(root.join(".git/hooks")).unwrap();
+        std::fs::remove_dir_all(root.join(".vscode")).unwrap();
+        std::fs::create_dir(root.join(".vscode")).unwrap();
+        std::fs::write(root.join(".vscode/settings.json"), "{\"host\":2}").unwrap();
+        let config = std::fs::read_to_string(root.join(".git/config")).unwrap();
+        std::fs::write(root.join("replaced"), "").unwrap();
+        config
+    };
+    let (o, config) = tokio::join!(running, host);
+    let o = o.outcome;
+    assert_eq!((o.exit_code, o.stdout.as_str()), (0, "done\n"), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".git/config")).unwrap(),
+        config
+    );
+    assert!(config.contains("name = host"), "{config}");
+    assert!(names(&root.join(".git/hooks")).is_empty());
+    assert_eq!(names(&root.join(".vscode")), ["settings.json"]);
+    assert_eq!(
+        std::fs::read_to_string(root.join(".vscode/settings.json")).unwrap(),
+        "{\"host\":2}"
+    );
+    for name in ["hard", "hard2", "moved", "v2"] {
+        assert!(!root.join(name).exists(), "{name}");
+    }
+    assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+}

@@ -148,6 +148,7 @@ fn stage2_for(spec: &SandboxSpec) -> Stage2Args {
         write: spec.writable_roots.clone(),
         masks: Vec::new(),
         deny_create: Vec::new(),
+        deny_write: Vec::new(),
         env_fd: Some(3),
         egress_socket: (spec.network == NetworkMode::Proxy).then(|| EGRESS_SOCKET_PATH.into()),
         lifeline_fd: None,

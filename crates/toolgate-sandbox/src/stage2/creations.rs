@@ -32,6 +32,14 @@
 //! hide; the next command's plan masks it read-only. Linking a file from
 //! there is refused too, since a second name would be a way to write it.
 //!
+//! The same holds for the protected entries that exist (the plan's
+//! read-only masks): their mounts stay, but a host program that deletes or
+//! renames over one during the run (`git config` writes `.git/config.lock`
+//! and renames it over `.git/config`) detaches the mount in every
+//! namespace, and the command would find the host's new entry writable. So
+//! every held call at or beneath one is refused with `EROFS`, what the
+//! mount answers while it is attached.
+//!
 //! The keeper cannot be turned against this: it is not dumpable (the command
 //! cannot read or write its memory), the listener is close-on-exec, and if
 //! the keeper dies the kernel fails every held call (`ENOSYS`), it never lets
@@ -63,16 +71,35 @@ pub(super) struct DeniedName {
     told: Arc<AtomicBool>,
 }
 
-/// The names the command may not create.
+/// The names the command may not create, and the entries it may not write.
 #[derive(Debug, Default)]
-pub(super) struct DeniedNames(Vec<DeniedName>);
+pub(super) struct DeniedNames {
+    absent: Vec<DeniedName>,
+    /// Existing protected entries (read-only masks): nothing at or beneath
+    /// them is written, whatever became of their mounts.
+    read_only: Vec<PathBuf>,
+}
+
+/// Why a held call that acts at or beneath a path is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Beneath<'a> {
+    /// A protected name a host program made during the run; whether this is
+    /// the first time it was asked for.
+    HostMade(&'a Path, bool),
+    /// An existing protected entry, read-only to the command.
+    ReadOnly,
+}
 
 impl DeniedNames {
-    /// Opens the parent directory of each path (inside the sandbox, after the
-    /// masks). A parent that is gone fails the run: the plan no longer holds.
-    pub(super) fn open(paths: &[PathBuf]) -> Result<DeniedNames, Stage2Error> {
+    /// Opens the parent directory of each absent name (inside the sandbox,
+    /// after the masks). A parent that is gone fails the run: the plan no
+    /// longer holds.
+    pub(super) fn open(
+        absent: &[PathBuf],
+        read_only: &[PathBuf],
+    ) -> Result<DeniedNames, Stage2Error> {
         let mut denied = Vec::new();
-        for path in paths {
+        for path in absent {
             let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
                 return Err(Stage2Error::Setup(format!(
                     "cannot protect {}: not a name in a directory",
@@ -94,32 +121,38 @@ impl DeniedNames {
                 told: Arc::default(),
             });
         }
-        Ok(DeniedNames(denied))
+        Ok(DeniedNames {
+            absent: denied,
+            read_only: read_only.to_vec(),
+        })
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.absent.is_empty() && self.read_only.is_empty()
     }
 
-    /// The denied entry that `path` (as the keeper sees it) is or lies
-    /// beneath, if any, and whether this is the first time it was asked for.
-    /// Such an entry exists only because a host program made it during the
-    /// run: the command could not.
-    fn beneath(&self, path: &[u8]) -> Option<(&Path, bool)> {
-        self.0
+    /// Why an entry at `path` (as the keeper sees it) may not be written,
+    /// if it is or lies beneath a denied one: an existing protected entry,
+    /// or an absent name that exists only because a host program made it
+    /// during the run (the command could not).
+    fn beneath(&self, path: &[u8]) -> Option<Beneath<'_>> {
+        let under = |denied: &Path| {
+            path.strip_prefix(denied.as_os_str().as_encoded_bytes())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+        };
+        if self.read_only.iter().any(|p| under(p)) {
+            return Some(Beneath::ReadOnly);
+        }
+        self.absent
             .iter()
-            .find(|d| {
-                let denied = d.path.as_os_str().as_encoded_bytes();
-                path.strip_prefix(denied)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
-            })
-            .map(|d| (d.path.as_path(), !d.told.swap(true, Ordering::Relaxed)))
+            .find(|d| under(&d.path))
+            .map(|d| Beneath::HostMade(d.path.as_path(), !d.told.swap(true, Ordering::Relaxed)))
     }
 
     /// The denied entry `name` in the directory with `(dev, ino)`, if any,
     /// and whether this is the first time it was asked for.
     fn find(&self, dev: u64, ino: u64, name: &[u8]) -> Option<(&Path, bool)> {
-        self.0
+        self.absent
             .iter()
             .find(|d| d.dev == dev && d.ino == ino && d.name == name)
             .map(|d| (d.path.as_path(), !d.told.swap(true, Ordering::Relaxed)))

@@ -5,8 +5,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use super::DeniedNames;
 use super::place::{Caller, Place};
+use super::{Beneath, DeniedNames};
 
 /// A held call as the kernel describes it.
 pub(super) struct Request(libc::seccomp_notif);
@@ -147,8 +147,9 @@ fn perform(caller: &Caller, denied: &DeniedNames) -> Result<Outcome, Errno> {
 }
 
 /// Refuses `place` if it is a protected name in a protected directory, or
-/// lies beneath one that a host program made during the run, and says so
-/// once on the command's stderr (it is the keeper's too).
+/// is or lies beneath a protected entry (an existing one, or one a host
+/// program made during the run), and says so once on the command's stderr
+/// (it is the keeper's too) where a message helps.
 fn check(place: &Place, denied: &DeniedNames) -> Result<(), Errno> {
     let stat = rustix::fs::fstat(&place.parent)?;
     if let Some((path, first)) = denied.find(stat.st_dev, stat.st_ino, &place.name) {
@@ -160,21 +161,42 @@ fn check(place: &Place, denied: &DeniedNames) -> Result<(), Errno> {
         }
         return Err(Errno::ACCESS);
     }
-    not_beneath(&place.parent, denied)
+    not_at(place, denied)
 }
 
-/// Refuses what `fd` is open on if it is, or lies beneath, a protected name
-/// that a host program made during the run: where a placeholder's mount hid
-/// it, the command must not write into it either.
-fn not_beneath(fd: &OwnedFd, denied: &DeniedNames) -> Result<(), Errno> {
+/// Refuses `place` if it is or lies beneath a protected entry.
+fn not_at(place: &Place, denied: &DeniedNames) -> Result<(), Errno> {
+    let mut path = fd_path(&place.parent)?;
+    if !path.ends_with(b"/") {
+        path.push(b'/');
+    }
+    // String-wise: `..` or `.` as the name stays beneath the parent's path,
+    // so a parent beneath a protected entry refuses them too.
+    path.extend_from_slice(&place.name);
+    refuse_beneath(&path, denied)
+}
+
+/// The path the kernel reports for what `fd` is open on.
+fn fd_path(fd: &OwnedFd) -> Result<Vec<u8>, Errno> {
     let path = rustix::fs::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()), Vec::new())?;
-    refuse_beneath(path.as_bytes(), denied)
+    Ok(path.into_bytes())
 }
 
+/// Refuses what `fd` is open on if it is, or lies beneath, a protected entry.
+fn not_beneath(fd: &OwnedFd, denied: &DeniedNames) -> Result<(), Errno> {
+    refuse_beneath(&fd_path(fd)?, denied)
+}
+
+/// Refuses `path` if it is or lies beneath a protected entry: an existing
+/// one is read-only (`EROFS`, as its mount says while it is attached; a
+/// host program that replaced it detached the mount); one a host program
+/// made during the run, where a placeholder's mount used to hide it, may
+/// not be written either.
 fn refuse_beneath(path: &[u8], denied: &DeniedNames) -> Result<(), Errno> {
     match denied.beneath(path) {
         None => Ok(()),
-        Some((path, first)) => {
+        Some(Beneath::ReadOnly) => Err(Errno::ROFS),
+        Some(Beneath::HostMade(path, first)) => {
             if first {
                 eprintln!(
                     "toolgate: refused to write in {}: a protected name a host program made during the run (the next command finds it read-only)",
@@ -286,7 +308,7 @@ fn link(
         refuse_beneath(target.as_bytes(), denied)?;
         AtFlags::SYMLINK_FOLLOW
     } else {
-        not_beneath(&old.parent, denied)?;
+        not_at(&old, denied)?;
         AtFlags::empty()
     };
     rustix::fs::linkat(
@@ -315,6 +337,9 @@ fn rename(
     if flags.contains(RenameFlags::EXCHANGE) {
         // Both names change what they hold.
         check(&old, denied)?;
+    } else {
+        // Moving a protected entry away frees its name.
+        not_at(&old, denied)?;
     }
     rustix::fs::renameat_with(
         &old.parent,
