@@ -24,7 +24,10 @@
 #   glob             `**/*.rs` under src/ of bench/gen-tree.py's tree (4000
 #                    files in 320 directories, 572 matches), HEAVY_CALLS calls
 #   shell true       toolgate bash {"command":"true"} against shell_execute
-#                    {"command":["true"]}, median of CALLS calls
+#                    {"command":["true"]}, median of CALLS calls, back to
+#                    back, and again each 50 ms after the last answer (an
+#                    agent's pace, untimed: toolgate prepares the next
+#                    sandbox meanwhile)
 #   peak memory      VmHWM of the server process after the whole workload
 # Prints a markdown table: toolgate, the peer, the ratio peer/toolgate (>1:
 # toolgate is faster or smaller) and the target ratio, then the differences
@@ -109,6 +112,9 @@ ls = {"key": "ls", "expect": ["entry_00.txt", "entry_49.txt"], "expect_lines": {
 big = {"key": "read_big", "calls": heavy, "warmup": 1}
 glob = {"key": "glob", "calls": heavy, "warmup": 1, "expect_lines": {"regex": r"\.rs$", "count": rs}}
 true = {"key": "shell_true"}
+# An agent's pace: each command 50 ms after the last answer (untimed), the
+# time a server has to prepare for the next one.
+paced = {"key": "shell_true_paced", "gap": 0.05}
 ping = {"key": "ping", "method": "ping"}
 def w(name, items):
     with open(f"{work}/{name}.json", "w") as f:
@@ -123,6 +129,7 @@ w("toolgate", [
     glob | {"tool": "find", "args": {"pattern": "**/*.rs", "path": "src", "limit": 100000}},
     # bash's text reports the exit code; only 0 is a success here.
     true | {"tool": "bash", "args": {"command": "true"}, "expect": ["exit code 0"]},
+    paced | {"tool": "bash", "args": {"command": "true"}, "expect": ["exit code 0"]},
 ])
 w("filesystem", [
     ping,
@@ -134,7 +141,8 @@ w("filesystem", [
 ])
 # shell_execute answers `true` with no content at all; a non-zero exit status
 # comes back as isError, so a success is the only check there is.
-w("shell", [ping, true | {"tool": "shell_execute", "args": {"command": ["true"]}}])
+w("shell", [ping, true | {"tool": "shell_execute", "args": {"command": ["true"]}},
+             paced | {"tool": "shell_execute", "args": {"command": ["true"]}}])
 PY
 
 client() { # name, workload, server argv...
@@ -187,8 +195,10 @@ rows = [  # measurement, peer output, value getter, format, target ratio
     (f"read an 8 MB text file (median of {heavy})", fs, lambda o: o["results"]["read_big"]["median"], ms, 5),
     (f"glob `**/*.rs`, 4000 files, {rs} matches (median of {heavy})", fs,
      lambda o: o["results"]["glob"]["median"], ms, 5),
-    (f"shell `true` (median of {calls}) vs mcp-shell-server", sh,
+    (f"shell `true`, back to back (median of {calls}) vs mcp-shell-server", sh,
      lambda o: o["results"]["shell_true"]["median"], ms, 1),
+    (f"shell `true`, 50 ms after the last answer (median of {calls}) vs mcp-shell-server", sh,
+     lambda o: o["results"]["shell_true_paced"]["median"], ms, 1),
     ("peak memory (VmHWM) after the workload vs server-filesystem", fs, lambda o: o["vmhwm_kb"], mb, 5),
     ("peak memory (VmHWM) after the workload vs mcp-shell-server", sh, lambda o: o["vmhwm_kb"], mb, 5),
 ]

@@ -25,7 +25,8 @@ reported (a fast failure measures nothing). Failures are listed in "errors".
 
 WORKLOAD.json: {"measurements": [{"key": "read_small", "tool": "read",
   "args": {...}, "calls": 50 (optional, else --calls), "warmup": 3,
-  "expect": ["substring", ...], "min_chars": 0,
+  "expect": ["substring", ...], "min_chars": 0, "gap": 0.05 (seconds slept,
+  untimed, before each call: an agent's pace),
   "expect_lines": {"regex": "\\.rs$", "count": 572}}]}; a measurement with
 "method" instead of "tool" (e.g. "ping") times that bare request.
 Prints one JSON object on stdout: {"protocol", "server_info", "tools",
@@ -295,8 +296,11 @@ def main() -> None:
             else:
                 method, params = "tools/call", {"name": tool, "arguments": m["args"]}
             calls, warmup = m.get("calls", opts.calls), m.get("warmup", 3)
+            gap = m.get("gap", 0)
             times, chars = [], 0
             for i in range(warmup + calls):
+                if gap:
+                    time.sleep(gap)
                 msg, ns = server.request(method, params)
                 why, chars = check(m, msg)
                 if why:

@@ -304,9 +304,41 @@ pub async fn run_streaming(
 pub async fn run_attached(
     mut request: ExecRequest,
     attach: Attach,
-    mut on_line: impl FnMut(Stream, &str) + Send,
+    on_line: impl FnMut(Stream, &str) + Send,
 ) -> Result<ExecOutcome, RunnerError> {
     let stdin_data = request.stdin.take();
+    let pipe_stdin = stdin_data.is_some() || attach.stdin.is_some();
+    let started = start_with(request, pipe_stdin)?;
+    started.run(stdin_data, attach, on_line).await
+}
+
+/// A process spawned ahead of its run (a pooled sandbox, waiting for its
+/// command): see [`start`]. Dropped unused, it is killed with everything in
+/// its group and cgroup.
+pub struct Started {
+    // Declared first, so dropped before the limits: the cgroup's processes
+    // are killed after the child, as in a run.
+    child: Child,
+    limits: limits::Enforcement,
+    request: ExecRequest,
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started")
+            .field("pid", &self.child.id())
+            .field("program", &self.request.program)
+            .finish()
+    }
+}
+
+/// Spawns `request` now, with stdin a pipe, and leaves it to run on its own
+/// until [`Started::run`] supervises it: its timeout counts from then.
+pub fn start(request: ExecRequest) -> Result<Started, RunnerError> {
+    start_with(request, true)
+}
+
+fn start_with(request: ExecRequest, pipe_stdin: bool) -> Result<Started, RunnerError> {
     // Before the spawn (the child joins the command's cgroup before exec); after the
     // child in drop order, so a cancelled run still kills the cgroup's processes.
     let limits = request
@@ -316,49 +348,80 @@ pub async fn run_attached(
             program: request.program.to_string_lossy().into_owned(),
             source,
         })?;
-    let mut child = spawn(
-        &request,
-        stdin_data.is_some() || attach.stdin.is_some(),
-        &limits,
-    )?;
-    if let (Some(report), Some(pid)) = (attach.spawned, child.id()) {
-        let _ = report.send(pid);
-    }
-    let started = Instant::now();
-    // Declared after `child`, so dropped before it when the future is dropped: the group
-    // is killed while the unreaped child still holds the group id.
-    let mut supervisor = Supervisor::new(&child, &request, started)?;
-    let mut outputs = Outputs {
-        stdout: OutputStream::new(child.stdout.take(), request.max_output_bytes)
-            .tap(attach.raw_output.clone(), Stream::Stdout),
-        stderr: OutputStream::new(child.stderr.take(), request.max_output_bytes)
-            .tap(attach.raw_output, Stream::Stderr),
-    };
-    let feed = feed_stdin(
-        child.stdin.take(),
-        stdin_data.unwrap_or_default(),
-        attach.stdin,
-    );
-    let (status, exited_at) = supervisor
-        .supervise(&mut child, feed, &mut outputs, &mut on_line)
-        .await?;
-    supervisor.group.release();
-    limits.finish().await;
-
-    let (exit_code, signal) = exit_code_of(status);
-    let (stdout, stdout_truncated) = outputs.stdout.into_text();
-    let (stderr, stderr_truncated) = outputs.stderr.into_text();
-    Ok(ExecOutcome {
-        exit_code,
-        signal,
-        timed_out: supervisor.timed_out,
-        duration_ms: u64::try_from(exited_at.duration_since(started).as_millis())
-            .unwrap_or(u64::MAX),
-        stdout,
-        stderr,
-        stdout_truncated,
-        stderr_truncated,
+    let child = spawn(&request, pipe_stdin, &limits)?;
+    Ok(Started {
+        child,
+        limits,
+        request,
     })
+}
+
+impl Started {
+    /// The process's id, while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Sets the wall-clock limit and the cap per output stream of the run
+    /// (they take effect from [`Started::run`]).
+    pub fn bounds(&mut self, timeout: Duration, max_output_bytes: usize) {
+        self.request.timeout = timeout;
+        self.request.max_output_bytes = max_output_bytes;
+    }
+
+    /// Supervises the process to completion as [`run_attached`] does: writes
+    /// `stdin_data` (then `attach.stdin`) and closes stdin, reads the
+    /// output, enforces the timeout from now.
+    pub async fn run(
+        self,
+        stdin_data: Option<Vec<u8>>,
+        attach: Attach,
+        mut on_line: impl FnMut(Stream, &str) + Send,
+    ) -> Result<ExecOutcome, RunnerError> {
+        let Started {
+            mut child,
+            limits,
+            request,
+        } = self;
+        if let (Some(report), Some(pid)) = (attach.spawned, child.id()) {
+            let _ = report.send(pid);
+        }
+        let started = Instant::now();
+        // Declared after `child`, so dropped before it when the future is dropped: the
+        // group is killed while the unreaped child still holds the group id.
+        let mut supervisor = Supervisor::new(&child, &request, started)?;
+        let mut outputs = Outputs {
+            stdout: OutputStream::new(child.stdout.take(), request.max_output_bytes)
+                .tap(attach.raw_output.clone(), Stream::Stdout),
+            stderr: OutputStream::new(child.stderr.take(), request.max_output_bytes)
+                .tap(attach.raw_output, Stream::Stderr),
+        };
+        let feed = feed_stdin(
+            child.stdin.take(),
+            stdin_data.unwrap_or_default(),
+            attach.stdin,
+        );
+        let (status, exited_at) = supervisor
+            .supervise(&mut child, feed, &mut outputs, &mut on_line)
+            .await?;
+        supervisor.group.release();
+        limits.finish().await;
+
+        let (exit_code, signal) = exit_code_of(status);
+        let (stdout, stdout_truncated) = outputs.stdout.into_text();
+        let (stderr, stderr_truncated) = outputs.stderr.into_text();
+        Ok(ExecOutcome {
+            exit_code,
+            signal,
+            timed_out: supervisor.timed_out,
+            duration_ms: u64::try_from(exited_at.duration_since(started).as_millis())
+                .unwrap_or(u64::MAX),
+            stdout,
+            stderr,
+            stdout_truncated,
+            stderr_truncated,
+        })
+    }
 }
 
 fn spawn(

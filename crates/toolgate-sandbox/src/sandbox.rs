@@ -14,6 +14,7 @@ mod git_config;
 mod journal;
 mod network;
 mod new_repos;
+mod pool;
 
 use cleanup::Audit;
 use environment::env_pipe;
@@ -63,6 +64,9 @@ pub struct SandboxConfig {
     /// Whether stage 2 keeps absent protected names from being created
     /// where the kernel allows it (see [`SandboxConfig::placeholders`]).
     pub creation_guard: bool,
+    /// Whether a sandbox is started ahead of the next command (see
+    /// [`SandboxConfig::pool`]).
+    pub pool: bool,
 }
 
 impl SandboxConfig {
@@ -77,7 +81,24 @@ impl SandboxConfig {
             limits: ResourceLimits::recommended(),
             linger: None,
             creation_guard: true,
+            pool: false,
         }
+    }
+
+    /// Keeps one sandbox started ahead of the next command, for servers that
+    /// run command after command in the same spec: after each run (and on
+    /// [`Sandbox::warm`]) a sandbox for the same plan is started and waits,
+    /// fully confined, in stage 2; the next command with that plan skips
+    /// bubblewrap's and stage 2's setup. It is used only if the plan made
+    /// for the command at that moment is the very same, and stage 2 finds
+    /// each of its masks still in place and the roots and working directory
+    /// still the host's; else the command gets a fresh sandbox. Each pooled
+    /// sandbox runs one command. Only where stage 2 mounts the masks itself
+    /// (as root) and guards creations, with the bubblewrap backend, not in
+    /// network mode `proxy` (each run has its own proxy).
+    pub fn pool(mut self) -> Self {
+        self.pool = true;
+        self
     }
 
     /// Masks absent protected names (`.git`, `.mcp.json`, agent
@@ -268,6 +289,8 @@ pub struct Sandbox {
     linger: Option<Duration>,
     /// Stage 2 guards creations: the config asks for it and the kernel allows it.
     creation_guard: bool,
+    /// Sandboxes started ahead of need, shared by clones.
+    pool: Option<Arc<pool::Pool>>,
 }
 
 impl Sandbox {
@@ -308,6 +331,7 @@ impl Sandbox {
             limits: config.limits,
             linger: config.linger,
             creation_guard: config.creation_guard && crate::stage2::creations_guard_supported(),
+            pool: config.pool.then(Arc::default),
         })
     }
 
@@ -395,10 +419,12 @@ impl Sandbox {
         audit.watch(&plan.audited, &spec.writable_roots);
         let request = match self.backend {
             // The environment reaches stage 2 through a pipe, never an argv.
-            Backend::Bwrap | Backend::Landlock => request(&command, spec, plan.argv, Vec::new())
-                .pass_fd(env_pipe(&env)?, ENV_FD)
-                .lifeline(LIFELINE_FD),
-            Backend::None => request(&command, spec, plan.argv, env),
+            Backend::Bwrap | Backend::Landlock => {
+                request(&command, spec, plan.argv.clone(), Vec::new())
+                    .pass_fd(env_pipe(&env)?, ENV_FD)
+                    .lifeline(LIFELINE_FD)
+            }
+            Backend::None => request(&command, spec, plan.argv.clone(), env.clone()),
         };
         // Attack: toolgate is SIGKILLed while bubblewrap sets up its mounts; its pid 1,
         // forked without a death signal, waits for ever for an outer process that died
@@ -408,7 +434,24 @@ impl Sandbox {
             Backend::Bwrap => request.own_pid_namespace(),
             Backend::Landlock | Backend::None => request,
         };
-        let outcome = runner::run_attached(request, attach, on_line).await;
+        let key = self.pool_key(spec, &plan, &command);
+        let pooled = match (&self.pool, &key) {
+            (Some(pool), Some(key)) => {
+                let handout = handout(spec, &command, &attach, env)?;
+                pool.take(key, &handout).await
+            }
+            _ => None,
+        };
+        let outcome = match pooled {
+            Some(mut started) => {
+                started.bounds(command.timeout, command.max_output_bytes);
+                started.run(command.stdin.clone(), attach, on_line).await
+            }
+            None => runner::run_attached(request, attach, on_line).await,
+        };
+        if let (Some(pool), Some(key)) = (&self.pool, key) {
+            self.refill(pool, key, spec, &command);
+        }
         if let Some(proxy) = proxy {
             proxy.stop().await;
         }
@@ -564,6 +607,94 @@ impl Sandbox {
     pub fn bwrap(&self) -> Option<&Path> {
         self.bwrap.as_deref()
     }
+
+    /// With [`SandboxConfig::pool`]: starts a sandbox for commands in `spec`
+    /// (with the sandbox's own limits) ahead of the first, and waits until it
+    /// is ready. `Ok(false)` when commands in `spec` are not pooled (see
+    /// [`SandboxConfig::pool`]) or it could not start (the first command then
+    /// says why).
+    pub async fn warm(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
+        let Some(pool) = &self.pool else {
+            return Ok(false);
+        };
+        let spec = self.protected_spec(spec)?;
+        let command = SandboxCommand::new(["true"]).limits(self.limits.clone());
+        let host = RecordingHost::new(self.creation_guard);
+        let plan = self.launch(&spec, &command.argv, Path::new("/tmp"), None, &host)?;
+        let Some(key) = self.pool_key(&spec, &plan, &command) else {
+            return Ok(false);
+        };
+        self.refill(pool, key, &spec, &command);
+        Ok(pool.ready().await)
+    }
+
+    /// What a pooled sandbox for this run must match, if runs like it are
+    /// pooled at all: the plan's argv up to the command, and the limits.
+    fn pool_key(
+        &self,
+        spec: &SandboxSpec,
+        plan: &BwrapPlan,
+        command: &SandboxCommand,
+    ) -> Option<pool::Key> {
+        let host = RecordingHost::new(self.creation_guard);
+        let pooled = self.pool.is_some()
+            && self.backend == Backend::Bwrap
+            && self.creation_guard
+            && spec.network != NetworkMode::Proxy
+            && crate::plan::HostView::masks_in_stage2(&host)
+            && plan.created_mount_points.is_empty();
+        // `... -- COMMAND`: the plan without `--` and the command.
+        let prefix = plan.argv.len().checked_sub(command.argv.len() + 1)?;
+        (pooled && plan.argv.get(prefix).is_some_and(|a| a == "--")).then(|| pool::Key {
+            argv: plan.argv[..prefix].to_vec(),
+            limits: command.limits.clone(),
+        })
+    }
+
+    /// Starts the next pooled sandbox for `key` (errors are left for the
+    /// command that would use it: it gets a fresh sandbox, which says why).
+    fn refill(
+        &self,
+        pool: &Arc<pool::Pool>,
+        key: pool::Key,
+        spec: &SandboxSpec,
+        command: &SandboxCommand,
+    ) {
+        let template = SandboxCommand::new(["true"]).limits(command.limits.clone());
+        let _ = pool.fill(key, |argv, socket| {
+            request(&template, spec, argv, Vec::new())
+                .pass_fd(socket, ENV_FD)
+                .lifeline(LIFELINE_FD)
+                .own_pid_namespace()
+        });
+    }
+}
+
+/// What a pooled sandbox gets for `command`: see `stage2::pooled`.
+fn handout(
+    spec: &SandboxSpec,
+    command: &SandboxCommand,
+    attach: &Attach,
+    env: Vec<(OsString, OsString)>,
+) -> Result<crate::stage2::Handout, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let identity = |path: &Path| {
+        std::fs::metadata(path)
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
+    };
+    let mut roots = Vec::new();
+    for root in &spec.writable_roots {
+        let (dev, ino) = identity(root)?;
+        roots.push((root.clone(), dev, ino));
+    }
+    Ok(crate::stage2::Handout {
+        command: command.argv.clone(),
+        env,
+        null_stdin: command.stdin.is_none() && attach.stdin.is_none(),
+        roots,
+        cwd: identity(&spec.cwd)?,
+    })
 }
 
 /// Ends `journal` (removing its placeholders that no live run uses) after

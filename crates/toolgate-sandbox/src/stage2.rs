@@ -25,6 +25,9 @@ mod forwarder;
 mod keeper;
 mod landlock_rules;
 mod masks;
+mod pooled;
+
+pub use pooled::Handout;
 
 pub use creations::supported as creations_guard_supported;
 pub use filter::seccomp_filters;
@@ -172,6 +175,14 @@ impl Stage2Args {
         };
         while let Some(arg) = iter.next() {
             match arg.to_str() {
+                Some("--pooled") => {
+                    if iter.next().is_some() || parsed.env_fd.is_none() {
+                        return Err(Stage2Error::Setup(
+                            "--pooled comes last, after --env-fd".into(),
+                        ));
+                    }
+                    return Ok((parsed, Vec::new()));
+                }
                 Some("--") => {
                     let command: Vec<OsString> = iter.cloned().collect();
                     if command.is_empty() {
@@ -231,17 +242,29 @@ impl Stage2Args {
     }
 }
 
-/// Confines this process as `args` say and execs `command`. Returns only on
-/// failure, with what went wrong.
+/// Confines this process as `args` say and execs `command`; with no
+/// command (`--pooled`), waits for the one toolgate hands it (see
+/// `pooled`). Returns only on failure, with what went wrong.
 pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error {
-    let run = |(env, denied): (_, creations::DeniedNames)| match args.lifeline_fd {
-        Some(lifeline) => keeper::keep(lifeline, command, env, denied),
-        None if denied.is_empty() => exec(command, env),
-        None => Err(Stage2Error::Setup(
-            "protected names can only be guarded with a lifeline".into(),
-        )),
+    let run = |confined: Confined| {
+        let (command, env, denied) = match confined {
+            Confined::Now { env, denied } => (command.to_vec(), env, denied),
+            Confined::Pooled { fd, mounted } => {
+                let handout = pooled::wait(fd, &mounted)?;
+                // Their directories as they are now.
+                let denied = creations::DeniedNames::open(&args.deny_create, &args.deny_write)?;
+                (handout.command, handout.env, denied)
+            }
+        };
+        match args.lifeline_fd {
+            Some(lifeline) => keeper::keep(lifeline, &command, env, denied),
+            None if denied.is_empty() => exec(&command, env),
+            None => Err(Stage2Error::Setup(
+                "protected names can only be guarded with a lifeline".into(),
+            )),
+        }
     };
-    match confine(args).and_then(run) {
+    match confine(args, command.is_empty()).and_then(run) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -260,16 +283,35 @@ pub fn main_with_args(args: impl Iterator<Item = OsString>) -> i32 {
     error.exit_code()
 }
 
-type Confined = (Vec<(OsString, OsString)>, creations::DeniedNames);
+/// What confinement leaves to do before the command runs.
+enum Confined {
+    /// The command is known: its environment and the names it may not create.
+    Now {
+        env: Vec<(OsString, OsString)>,
+        denied: creations::DeniedNames,
+    },
+    /// It is not yet (`--pooled`): the socket it comes on, and the masks as
+    /// mounted.
+    Pooled { fd: i32, mounted: pooled::Mounted },
+}
 
-fn confine(args: &Stage2Args) -> Result<Confined, Stage2Error> {
+fn confine(args: &Stage2Args, pooled: bool) -> Result<Confined, Stage2Error> {
     // First, while stage 2 still holds the namespace's CAP_SYS_ADMIN.
     masks::apply(&args.masks)?;
-    // Their directories as the command sees them, masks and all.
-    let denied = creations::DeniedNames::open(&args.deny_create, &args.deny_write)?;
-    let env = match args.env_fd {
-        Some(fd) => read_env(fd)?,
-        None => Vec::new(),
+    let confined = match (pooled, args.env_fd) {
+        (true, Some(fd)) => Confined::Pooled {
+            fd,
+            mounted: pooled::Mounted::record(&args.masks),
+        },
+        (true, None) => return Err(Stage2Error::Setup("--pooled needs --env-fd".into())),
+        (false, fd) => Confined::Now {
+            // Their directories as the command sees them, masks and all.
+            denied: creations::DeniedNames::open(&args.deny_create, &args.deny_write)?,
+            env: match fd {
+                Some(fd) => read_env(fd)?,
+                None => Vec::new(),
+            },
+        },
     };
     // Without no_new_privs a setuid binary would regain what we drop.
     rustix::thread::set_no_new_privs(true)
@@ -286,7 +328,7 @@ fn confine(args: &Stage2Args) -> Result<Confined, Stage2Error> {
         seccompiler::apply_filter(&program)
             .map_err(|e| Stage2Error::Setup(format!("cannot install the seccomp filter: {e}")))?;
     }
-    Ok((env, denied))
+    Ok(confined)
 }
 
 fn read_env(fd: i32) -> Result<Vec<(OsString, OsString)>, Stage2Error> {

@@ -44,6 +44,9 @@ fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
         // The answer goes out first; a command that follows within this
         // time uses the placeholders in place of making them again.
         config = config.linger(PLACEHOLDER_LINGER);
+        // The next command's sandbox is set up while the agent reads the
+        // last answer.
+        config = config.pool();
     }
     if let EgressMode::Proxy(rules) = &settings.network {
         // Every connection a command makes through the proxy, allowed or

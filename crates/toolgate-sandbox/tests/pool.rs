@@ -1,0 +1,199 @@
+//! Sandboxes started ahead of need (`SandboxConfig::pool`): a pooled
+//! sandbox runs one command, and never one for which it went stale between
+//! its start and the hand-out. Each attack changes the host after the pool
+//! is ready and before the command is handed out: a protected name or a
+//! private file appears, a private file is replaced (which detaches its
+//! mask), the root is replaced; the command must see what a fresh sandbox
+//! shows.
+//!
+//! Whether a command ran in the pooled sandbox is told by the start time of
+//! the sandbox's pid 1 against a moment taken after the pool was ready
+//! (clock ticks since boot, 100 ms apart): not a measurement of speed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use toolgate_sandbox::runner::ExecOutcome;
+use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxSpec};
+
+use common::{config, git};
+
+fn pooled_sandbox(state: &Path) -> Sandbox {
+    Sandbox::new(config(state).pool()).unwrap()
+}
+
+fn root_in(dir: &tempfile::TempDir) -> PathBuf {
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("root");
+    std::fs::create_dir(&root).unwrap();
+    root
+}
+
+/// Clock ticks since boot now, as /proc counts a process's start.
+fn ticks_now() -> u64 {
+    let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+    let seconds: f64 = uptime.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (seconds * hz) as u64
+}
+
+/// Waits until the pool holds a ready sandbox for `spec`, then lets a
+/// moment pass so that a sandbox started from now on is told apart.
+async fn warm(sb: &Sandbox, spec: &SandboxSpec) -> u64 {
+    assert!(sb.warm(spec).await.unwrap(), "nothing was pooled");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let now = ticks_now();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    now
+}
+
+/// Runs `script` with sh; returns its outcome and whether the sandbox was
+/// started before `moment` (pooled) or after it (fresh).
+async fn run(sb: &Sandbox, spec: &SandboxSpec, script: &str, moment: u64) -> (ExecOutcome, bool) {
+    let script = format!("cut -d' ' -f22 /proc/1/stat >&2; {script}");
+    let o = sb
+        .run(
+            spec,
+            SandboxCommand::new(["sh", "-c", &script]).timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .outcome;
+    let (first, rest) = o.stderr.split_once('\n').expect("pid 1's start time");
+    let started: u64 = first.trim().parse().expect("pid 1's start time");
+    let o = ExecOutcome {
+        stderr: rest.to_owned(),
+        ..o
+    };
+    (o, started < moment)
+}
+
+#[tokio::test]
+async fn a_pooled_sandbox_runs_one_command_and_is_used_when_nothing_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = root_in(&dir);
+    git(&root, &["init", "-q"]);
+    let sb = pooled_sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root);
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(&sb, &spec, "echo ok", moment).await;
+    assert_eq!((o.exit_code, o.stdout.as_str()), (0, "ok\n"), "{o:?}");
+    assert!(pooled, "the pooled sandbox was not used: {o:?}");
+    // The next ones one after the other, each refilling the pool.
+    for _ in 0..8 {
+        let (o, _) = run(&sb, &spec, "echo ok", 0).await;
+        assert_eq!((o.exit_code, o.stdout.as_str()), (0, "ok\n"), "{o:?}");
+    }
+    // And at once, all alive together (each waits for the others): every
+    // command in a sandbox of its own, by its pid namespace.
+    let together = 6;
+    let script = format!(
+        "mktemp -p . started-XXXXXX >/dev/null; while [ $(ls | grep -c started-) -lt {together} ]; do sleep 0.02; done; readlink /proc/self/ns/pid"
+    );
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..together {
+        let (sb, spec, script) = (sb.clone(), spec.clone(), script.clone());
+        runs.spawn(async move { run(&sb, &spec, &script, 0).await });
+    }
+    let mut namespaces = std::collections::BTreeSet::new();
+    while let Some(done) = runs.join_next().await {
+        let (o, _) = done.unwrap();
+        assert_eq!(o.exit_code, 0, "{o:?}");
+        namespaces.insert(o.stdout);
+    }
+    assert_eq!(namespaces.len(), together, "{namespaces:?}");
+    // What the pooled sandbox is handed decides: the command, its stdin.
+    let moment = warm(&sb, &spec).await;
+    let o = sb
+        .run(
+            &spec,
+            SandboxCommand::new(["sh", "-c", "cat; echo \"$X\"; cut -d' ' -f22 /proc/1/stat"])
+                .stdin("in\n")
+                .set_env("X", "x"),
+        )
+        .await
+        .unwrap()
+        .outcome;
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[..2], ["in", "x"], "{o:?}");
+    assert!(
+        lines[2].parse::<u64>().unwrap() < moment,
+        "not pooled: {o:?}"
+    );
+    // Without stdin a command reads /dev/null, as in a fresh sandbox (a pipe
+    // would make ripgrep search its stdin).
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(&sb, &spec, "readlink /proc/self/fd/0", moment).await;
+    assert_eq!((o.stdout.as_str(), pooled), ("/dev/null\n", true), "{o:?}");
+}
+
+/// Attack: a protected name and a private file appear after the pool is
+/// ready; the pooled sandbox had neither masked.
+#[tokio::test]
+async fn a_protected_name_or_private_file_made_after_the_pool_started_is_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = root_in(&dir);
+    let sb = pooled_sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root).read_deny(root.join("secret.txt"));
+    let moment = warm(&sb, &spec).await;
+    std::fs::create_dir(root.join(".vscode")).unwrap();
+    std::fs::write(root.join(".vscode/tasks.json"), "{}").unwrap();
+    std::fs::write(root.join("secret.txt"), "SECRET").unwrap();
+    let (o, pooled) = run(
+        &sb,
+        &spec,
+        "cat secret.txt; echo evil > .vscode/tasks.json; echo done",
+        moment,
+    )
+    .await;
+    assert!(!pooled, "a stale pooled sandbox ran it: {o:?}");
+    assert_eq!(o.stdout, "done\n", "{o:?}");
+    assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".vscode/tasks.json")).unwrap(),
+        "{}"
+    );
+}
+
+/// Attack: a hidden private file is replaced after the pool is ready (a
+/// rename over it, as editors and `passwd` write): the mask over the old
+/// one is detached, and the new content would be readable.
+#[tokio::test]
+async fn a_private_file_replaced_after_the_pool_started_stays_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = root_in(&dir);
+    std::fs::write(root.join("secret.txt"), "OLD-SECRET").unwrap();
+    let sb = pooled_sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root).read_deny(root.join("secret.txt"));
+    let moment = warm(&sb, &spec).await;
+    std::fs::write(root.join("secret.new"), "NEW-SECRET").unwrap();
+    std::fs::rename(root.join("secret.new"), root.join("secret.txt")).unwrap();
+    let (o, pooled) = run(&sb, &spec, "cat secret.txt; echo done", moment).await;
+    assert!(!pooled, "a stale pooled sandbox ran it: {o:?}");
+    assert_eq!(o.stdout, "done\n", "{o:?}");
+}
+
+/// Attack: the root is moved away and made again after the pool is ready:
+/// the pooled sandbox holds the old directory.
+#[tokio::test]
+async fn a_root_replaced_after_the_pool_started_is_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = root_in(&dir);
+    std::fs::write(root.join("old.txt"), "").unwrap();
+    let sb = pooled_sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root);
+    let moment = warm(&sb, &spec).await;
+    std::fs::rename(&root, dir.path().join("moved")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("new.txt"), "").unwrap();
+    let (o, pooled) = run(&sb, &spec, "ls; touch made", moment).await;
+    assert!(!pooled, "a stale pooled sandbox ran it: {o:?}");
+    assert_eq!(o.stdout, "new.txt\n", "{o:?}");
+    assert!(root.join("made").exists());
+    assert!(!dir.path().join("moved/made").exists());
+}
