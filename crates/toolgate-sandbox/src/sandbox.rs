@@ -434,11 +434,15 @@ impl Sandbox {
             Backend::Bwrap => request.own_pid_namespace(),
             Backend::Landlock | Backend::None => request,
         };
-        let key = self.pool_key(spec, &plan, &command);
-        let pooled = match (&self.pool, &key) {
+        let pooled = match (&self.pool, self.pool_key(spec, &plan, &command)) {
             (Some(pool), Some(key)) => {
                 let handout = handout(spec, &command, &attach, env)?;
-                pool.take(key, &handout).await
+                let pooled = pool.take(&key, &handout).await;
+                // The next command's sandbox is set up while this one runs.
+                let pool = Arc::clone(pool);
+                let fill = pooled_request(spec.clone(), command.limits.clone());
+                tokio::task::spawn_blocking(move || pool.fill(key, fill));
+                pooled
             }
             _ => None,
         };
@@ -449,9 +453,6 @@ impl Sandbox {
             }
             None => runner::run_attached(request, attach, on_line).await,
         };
-        if let (Some(pool), Some(key)) = (&self.pool, key) {
-            self.refill(pool, key, spec, &command);
-        }
         if let Some(proxy) = proxy {
             proxy.stop().await;
         }
@@ -624,7 +625,9 @@ impl Sandbox {
         let Some(key) = self.pool_key(&spec, &plan, &command) else {
             return Ok(false);
         };
-        self.refill(pool, key, &spec, &command);
+        // Errors are left for the command that would use it: it gets a fresh
+        // sandbox, which says why.
+        let _ = pool.fill(key, pooled_request(spec, command.limits));
         Ok(pool.ready().await)
     }
 
@@ -650,23 +653,20 @@ impl Sandbox {
             limits: command.limits.clone(),
         })
     }
+}
 
-    /// Starts the next pooled sandbox for `key` (errors are left for the
-    /// command that would use it: it gets a fresh sandbox, which says why).
-    fn refill(
-        &self,
-        pool: &Arc<pool::Pool>,
-        key: pool::Key,
-        spec: &SandboxSpec,
-        command: &SandboxCommand,
-    ) {
-        let template = SandboxCommand::new(["true"]).limits(command.limits.clone());
-        let _ = pool.fill(key, |argv, socket| {
-            request(&template, spec, argv, Vec::new())
-                .pass_fd(socket, ENV_FD)
-                .lifeline(LIFELINE_FD)
-                .own_pid_namespace()
-        });
+/// How a pooled sandbox for commands in `spec` with `limits` is started,
+/// given the plan's argv (ending in `--pooled`) and stage 2's socket.
+fn pooled_request(
+    spec: SandboxSpec,
+    limits: ResourceLimits,
+) -> impl FnOnce(Vec<OsString>, std::os::fd::OwnedFd) -> ExecRequest + Send + 'static {
+    move |argv, socket| {
+        let template = SandboxCommand::new(["true"]).limits(limits);
+        request(&template, &spec, argv, Vec::new())
+            .pass_fd(socket, ENV_FD)
+            .lifeline(LIFELINE_FD)
+            .own_pid_namespace()
     }
 }
 
