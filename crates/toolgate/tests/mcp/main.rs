@@ -24,6 +24,7 @@ mod http;
 mod malformed;
 mod own_config;
 mod path_shadow;
+mod pool;
 mod progress;
 mod raw;
 mod roots;
