@@ -106,28 +106,41 @@ impl CommandCgroup {
         CgroupJoin(self.procs.clone())
     }
 
-    /// Kills every process left in the cgroup and removes it, waiting (asynchronously)
-    /// for the killed processes to be gone.
+    /// Kills every process left in the cgroup, waiting (asynchronously) until none is
+    /// left, then removes it from a blocking task: removing an empty cgroup can take
+    /// milliseconds (on v1 the memory controller waits for the kernel to take it
+    /// offline), which the run's answer need not wait for.
     pub(crate) async fn close(mut self) {
-        self.kill_all();
         let deadline = Instant::now() + REMOVE_WITHIN;
-        while !self.try_remove() && Instant::now() < deadline {
+        while !self.kill_all() && Instant::now() < deadline {
             tokio::time::sleep(REMOVE_POLL).await;
-            self.kill_all();
         }
-        // Whatever could not be removed now the next start's sweep removes.
+        let mut rest = CommandCgroup {
+            dirs: std::mem::take(&mut self.dirs),
+            procs: Vec::new(),
+            holds: Vec::new(),
+            removed: true,
+        };
         self.removed = true;
+        tokio::task::spawn_blocking(move || {
+            while !rest.try_remove() && Instant::now() < deadline {
+                std::thread::sleep(REMOVE_POLL);
+                rest.kill_all();
+            }
+            // Whatever could not be removed now the next start's sweep removes.
+        });
     }
 
     /// SIGKILL to every process in the cgroup: `cgroup.kill` on v2, which the kernel
     /// applies atomically (a fork racing the kill cannot escape it); on v1 each pid of
     /// `cgroup.procs`, which the caller repeats until the cgroup is empty, since a
     /// process can fork between the read and the kill (fewer each round: a process
-    /// with SIGKILL pending forks no more).
-    fn kill_all(&self) {
+    /// with SIGKILL pending forks no more). True once no process is left in it.
+    fn kill_all(&self) -> bool {
         for (dir, version) in &self.dirs {
             kill_cgroup(dir, *version);
         }
+        self.dirs.iter().all(|(dir, _)| procs_of(dir).is_empty())
     }
 
     /// Removes every directory that is empty; true once all are gone.

@@ -113,8 +113,11 @@ impl Journal {
         }
         // Written down before any exists: a crash after this leaves
         // records a later sweep acts on, never an unrecorded placeholder.
-        file.write_all(&text).map_err(|e| setup(path, e))?;
-        file.sync_data().map_err(|e| setup(path, e))?;
+        // Nothing to record (stage 2 guards absent names), nothing to sync.
+        if !text.is_empty() {
+            file.write_all(&text).map_err(|e| setup(path, e))?;
+            file.sync_data().map_err(|e| setup(path, e))?;
+        }
         for (root, placeholder) in &made {
             let as_file = plan.placeholder_files.contains(placeholder);
             make_placeholder(root, placeholder, as_file)?;
