@@ -434,15 +434,11 @@ impl Sandbox {
             Backend::Bwrap => request.own_pid_namespace(),
             Backend::Landlock | Backend::None => request,
         };
-        let pooled = match (&self.pool, self.pool_key(spec, &plan, &command)) {
+        let key = self.pool_key(spec, &plan, &command);
+        let pooled = match (&self.pool, &key) {
             (Some(pool), Some(key)) => {
                 let handout = handout(spec, &command, &attach, env)?;
-                let pooled = pool.take(&key, &handout).await;
-                // The next command's sandbox is set up while this one runs.
-                let pool = Arc::clone(pool);
-                let fill = pooled_request(spec.clone(), command.limits.clone());
-                tokio::task::spawn_blocking(move || pool.fill(key, fill));
-                pooled
+                pool.take(key, &handout).await
             }
             _ => None,
         };
@@ -453,6 +449,14 @@ impl Sandbox {
             }
             None => runner::run_attached(request, attach, on_line).await,
         };
+        if let (Some(pool), Some(key)) = (&self.pool, key) {
+            // The next command's sandbox is set up while the answer goes out
+            // and the agent reads it (not while this command runs: on a small
+            // machine the two would share the processors).
+            let pool = Arc::clone(pool);
+            let fill = pooled_request(spec.clone(), command.limits.clone());
+            tokio::task::spawn_blocking(move || pool.fill(key, fill));
+        }
         if let Some(proxy) = proxy {
             proxy.stop().await;
         }
