@@ -619,6 +619,15 @@ impl Sandbox {
     /// [`SandboxConfig::pool`]) or it could not start (the first command then
     /// says why).
     pub async fn warm(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
+        match &self.pool {
+            Some(pool) if self.prestart(spec)? => Ok(pool.ready().await),
+            _ => Ok(false),
+        }
+    }
+
+    /// Like [`Sandbox::warm`] without waiting: starts the sandbox and
+    /// returns whether one was started (it blocks for the fork).
+    pub fn prestart(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
         let Some(pool) = &self.pool else {
             return Ok(false);
         };
@@ -631,8 +640,7 @@ impl Sandbox {
         };
         // Errors are left for the command that would use it: it gets a fresh
         // sandbox, which says why.
-        let _ = pool.fill(key, pooled_request(spec, command.limits));
-        Ok(pool.ready().await)
+        Ok(pool.fill(key, pooled_request(spec, command.limits)).is_ok())
     }
 
     /// What a pooled sandbox for this run must match, if runs like it are

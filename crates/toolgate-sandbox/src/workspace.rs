@@ -241,6 +241,17 @@ impl LocalWorkspace {
 
     /// How a command of this workspace runs in `dir`: every root writable,
     /// the workspace's network mode and filesystem rules.
+    /// Starts a sandbox for commands in the working directory ahead of the
+    /// first (with [`crate::SandboxConfig::pool`]), from a blocking task of
+    /// the current runtime; nothing without one.
+    pub fn prestart(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (sandbox, spec) = (self.sandbox.clone(), self.spec_in(self.cwd.clone()));
+        runtime.spawn_blocking(move || sandbox.prestart(&spec));
+    }
+
     pub fn spec_in(&self, dir: PathBuf) -> SandboxSpec {
         let mut spec = SandboxSpec::for_root(self.roots[0].clone())
             .network(self.network)

@@ -47,7 +47,7 @@ pub async fn connect(
     // Every definition is checked against its pin in the store: a tool
     // whose description or schema changed since is left out until reviewed.
     options.pins = Some(crate::pins::store_pins(settings).await?);
-    options.reserved = crate::builtin_tools(settings, env)?
+    options.reserved = crate::builtin_tools(settings, env, false)?
         .active()
         .map(|t| t.spec().name.clone())
         .collect();

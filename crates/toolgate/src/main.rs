@@ -486,7 +486,7 @@ fn executor(
     servers: &toolgate_mcp::gateway::Gateway,
     defer: bool,
 ) -> Result<Executor> {
-    let mut registry = builtin_tools(settings, env)?;
+    let mut registry = builtin_tools(settings, env, true)?;
     if demo {
         demo::register(&mut registry)?;
     }
@@ -533,7 +533,7 @@ fn prompt(
 ) -> Result<ExitCode> {
     use toolgate_tools::prompt::{PromptOptions, assemble};
     sandbox::starting(settings, env)?;
-    let workspace = sandbox::workspace(settings, env)?;
+    let workspace = sandbox::workspace(settings, env, false)?;
     let mut options = PromptOptions::default();
     if let Some(id) = session {
         options = options.session_id(id);
@@ -555,11 +555,12 @@ fn prompt(
 }
 
 /// Every built-in tool over the configured workspace (`elevated` only when
-/// the operator enabled it).
-fn builtin_tools(settings: &Settings, env: &Environment) -> Result<Registry> {
+/// the operator enabled it); `warm`: the tools will run (see
+/// `sandbox::workspace`), not only be listed.
+fn builtin_tools(settings: &Settings, env: &Environment, warm: bool) -> Result<Registry> {
     use toolgate_tools::{Fs, Limits, RuntimeConfig, memory, neuron, process, snapshot};
     let mut registry = Registry::new();
-    let workspace = sandbox::workspace(settings, env)?;
+    let workspace = sandbox::workspace(settings, env, warm)?;
     let resources = &settings.policy.resources;
     let limits = Limits::within(
         resources.max_output_bytes,

@@ -161,8 +161,14 @@ pub fn network_mode(settings: &Settings) -> NetworkMode {
 
 /// The workspace of this invocation: the configured roots, working in the
 /// current directory when it lies in one of them, else in the first root.
-pub fn workspace(settings: &Settings, env: &Environment) -> Result<Arc<dyn Workspace>> {
-    Ok(Arc::new(local_workspace(settings, env)?))
+/// With `warm` in a server, a sandbox for the first command is started
+/// right away (see `SandboxConfig::pool`).
+pub fn workspace(settings: &Settings, env: &Environment, warm: bool) -> Result<Arc<dyn Workspace>> {
+    let workspace = local_workspace(settings, env)?;
+    if warm && settings.serving {
+        workspace.prestart();
+    }
+    Ok(Arc::new(workspace))
 }
 
 /// What no tool may read where it lies inside a root: toolgate's state

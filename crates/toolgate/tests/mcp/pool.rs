@@ -1,7 +1,8 @@
-//! The server's pool of sandboxes through the real `toolgate mcp`: a bash
-//! call after a pause runs in the sandbox the server started while the
-//! agent read the last answer, and a protected name made in between makes
-//! that one stale: the command gets a fresh sandbox that masks it.
+//! The server's pool of sandboxes through the real `toolgate mcp`: the
+//! first bash call runs in the sandbox started with the server, a later one
+//! in the sandbox the server started while the agent read the last answer,
+//! and a protected name made in between makes that one stale: the command
+//! gets a fresh sandbox that masks it.
 //!
 //! Which sandbox ran a command is told by the start of its pid 1 against a
 //! moment taken once the pooled sandbox exists (clock ticks since boot):
@@ -60,9 +61,13 @@ fn a_command_after_a_pause_runs_in_a_sandbox_started_before_it_and_never_a_stale
     let p = Project::new();
     let root = p.root().to_owned();
     let mut raw = RawStdio::start(p.toolgate(&["mcp"]));
-    let (out, _) = bash(&mut raw, "echo first");
+    // One is started with the server, for the first command.
+    let moment = after_the_pool_started(&root);
+    let (out, started) = bash(&mut raw, "echo first");
     assert!(out.starts_with("first\n"), "{out}");
+    assert!(started < moment, "not the pooled sandbox: {started} >= {moment}");
 
+    // And the next after each command.
     let moment = after_the_pool_started(&root);
     let (out, started) = bash(&mut raw, "echo second");
     assert!(out.starts_with("second\n"), "{out}");
