@@ -61,6 +61,17 @@ async fn python(sb: &Sandbox, root: &Path, script: &str) -> ExecOutcome {
     o
 }
 
+/// Waits until the command in `root` has made `started` (it then waits for
+/// the host).
+async fn until_started(root: &Path) {
+    let mut waited = 0;
+    while !root.join("started").exists() {
+        assert!(waited < 400, "the command never started");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        waited += 1;
+    }
+}
+
 /// A repository root with `a.txt`, in a temp dir that also holds the state.
 fn repo() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -268,12 +279,7 @@ async fn a_protected_name_a_host_program_makes_during_the_run_stays_out_of_reach
     let script = include_str!("creation_guard/host_made.sh");
     let running = run(&sb, &root, SandboxCommand::new(["sh", "-c", script]));
     let host = async {
-        let mut waited = 0;
-        while !root.join("started").exists() {
-            assert!(waited < 400, "the command never started");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            waited += 1;
-        }
+        until_started(&root).await;
         std::fs::create_dir(root.join(".vscode")).unwrap();
         std::fs::write(root.join(".vscode/tasks.json"), "{\"host\":1}").unwrap();
         std::fs::write(root.join(".mcp.json"), "{}").unwrap();
@@ -319,12 +325,7 @@ async fn a_protected_entry_a_host_program_replaces_during_the_run_stays_read_onl
     let script = include_str!("creation_guard/host_replaced.sh");
     let running = run(&sb, &root, SandboxCommand::new(["sh", "-c", script]));
     let host = async {
-        let mut waited = 0;
-        while !root.join("started").exists() {
-            assert!(waited < 400, "the command never started");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            waited += 1;
-        }
+        until_started(&root).await;
         git(&root, &["config", "user.name", "host"]);
         std::fs::remove_dir_all(root.join(".git/hooks")).unwrap();
         std::fs::create_dir(root.join(".git/hooks")).unwrap();

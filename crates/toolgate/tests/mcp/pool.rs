@@ -65,7 +65,10 @@ fn a_command_after_a_pause_runs_in_a_sandbox_started_before_it_and_never_a_stale
     let moment = after_the_pool_started(&root);
     let (out, started) = bash(&mut raw, "echo first");
     assert!(out.starts_with("first\n"), "{out}");
-    assert!(started < moment, "not the pooled sandbox: {started} >= {moment}");
+    assert!(
+        started < moment,
+        "not the pooled sandbox: {started} >= {moment}"
+    );
 
     // And the next after each command.
     let moment = after_the_pool_started(&root);
