@@ -95,6 +95,9 @@ pub trait Workspace: Send + Sync {
     fn backend(&self) -> Backend;
 }
 
+/// How long after a server's start its first sandbox is started.
+const PRESTART_AFTER: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// A workspace on this machine.
 pub struct LocalWorkspace {
     agent_id: String,
@@ -242,14 +245,19 @@ impl LocalWorkspace {
     /// How a command of this workspace runs in `dir`: every root writable,
     /// the workspace's network mode and filesystem rules.
     /// Starts a sandbox for commands in the working directory ahead of the
-    /// first (with [`crate::SandboxConfig::pool`]), from a blocking task of
-    /// the current runtime; nothing without one.
+    /// first (with [`crate::SandboxConfig::pool`]), from a task of the
+    /// current runtime, a moment from now: a server's start (the client's
+    /// handshake) goes first, since the fork and the sandbox's setup would
+    /// slow it on a small machine. Nothing without a runtime.
     pub fn prestart(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let (sandbox, spec) = (self.sandbox.clone(), self.spec_in(self.cwd.clone()));
-        runtime.spawn_blocking(move || sandbox.prestart(&spec));
+        runtime.spawn(async move {
+            tokio::time::sleep(PRESTART_AFTER).await;
+            let _ = tokio::task::spawn_blocking(move || sandbox.prestart(&spec)).await;
+        });
     }
 
     pub fn spec_in(&self, dir: PathBuf) -> SandboxSpec {
