@@ -1,7 +1,10 @@
 //! Per-call cost of a sandboxed `sh -c true` inside a long-running process
 //! (the MCP server's case), side by side with the same command spawned bare
 //! and in a plain bubblewrap with the same namespaces, all through the same
-//! runner. Run as root or where user namespaces work.
+//! runner; and in a sandbox started ahead of it (`SandboxConfig::pool`, as
+//! servers run: the pooled sandbox is made ready before each timed call,
+//! untimed, as it is while an agent reads an answer). Run as root or where
+//! user namespaces work.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -82,6 +85,29 @@ fn bench(c: &mut Criterion) {
                 .block_on(sandbox.run(&spec, SandboxCommand::new(["sh", "-c", "true"])))
                 .unwrap();
             assert_eq!(outcome.outcome.exit_code, 0);
+        })
+    });
+    let pooled = Sandbox::new(
+        SandboxConfig::new(
+            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+            dir.path().join("state"),
+        )
+        .pool(),
+    )
+    .unwrap();
+    group.bench_function("toolgate sandbox, started ahead", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                assert!(runtime.block_on(pooled.warm(&spec)).unwrap(), "not pooled");
+                let started = std::time::Instant::now();
+                let outcome = runtime
+                    .block_on(pooled.run(&spec, SandboxCommand::new(["sh", "-c", "true"])))
+                    .unwrap();
+                total += started.elapsed();
+                assert_eq!(outcome.outcome.exit_code, 0);
+            }
+            total
         })
     });
     group.finish();
