@@ -557,7 +557,7 @@ async fn all_logs_share_one_cap_running_ones_get_what_is_left_and_ended_ones_mak
     let (_, facts) = a
         .ok(
             "process_start",
-            json!({"command": "printf %0500d 0; sleep 30"}),
+            json!({"command": "printf %0500d 0; touch printed; sleep 30"}),
         )
         .await;
     let first = facts["pid"].clone();
@@ -583,7 +583,18 @@ async fn all_logs_share_one_cap_running_ones_get_what_is_left_and_ended_ones_mak
     );
     assert_eq!(budget.leased(), 3000);
     // The first process ends: its log shrinks to its 500 bytes and may be removed
-    // for a newer one, which then gets all it asks for.
+    // for a newer one, which then gets all it asks for. (Once it has printed them:
+    // on a busy machine its sandbox can still be starting here.)
+    for _ in 0..400 {
+        if w.root.join("printed").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        w.root.join("printed").exists(),
+        "the first process never printed"
+    );
     a.ok("process_kill", json!({"pid": first, "signal": "KILL"}))
         .await;
     a.list_until(&first, ended).await;
