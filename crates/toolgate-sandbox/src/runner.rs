@@ -26,13 +26,12 @@ pub(crate) mod lifetime;
 mod limits;
 mod output;
 mod pidns;
+mod request;
 mod spawner;
 
-use std::ffi::OsString;
 use std::future::Future;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -45,6 +44,7 @@ use tokio::time::Instant;
 pub use cgroup::{CgroupHost, Controller, Slot as CgroupSlot, Version as CgroupVersion};
 use group::ProcessGroup;
 pub use limits::{LimitMechanism, ResourceLimits};
+pub use request::ExecRequest;
 
 /// Tries what pid namespaces commands can have here, for the machine's probe.
 pub(crate) fn probe_pid_namespaces() -> crate::probe::PidNamespaces {
@@ -68,145 +68,6 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
 /// How often the group is checked for survivors during the grace period, once the command
 /// itself has exited on SIGTERM.
 const GROUP_POLL: Duration = Duration::from_millis(20);
-
-/// One command to run: program, arguments, the complete environment, and its bounds.
-#[derive(Debug, Clone)]
-pub struct ExecRequest {
-    /// The program; a bare name is looked up in the `PATH` of [`ExecRequest::env`]
-    /// (or `/bin:/usr/bin` when that has none).
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    /// The complete environment of the child (nothing is inherited).
-    pub env: Vec<(OsString, OsString)>,
-    pub cwd: PathBuf,
-    /// Bytes written to the child's stdin, which is then closed; `None`: `/dev/null`.
-    pub stdin: Option<Vec<u8>>,
-    /// Wall-clock limit, from spawn to SIGTERM of the group.
-    pub timeout: Duration,
-    /// Time between SIGTERM and SIGKILL of the group.
-    pub kill_grace: Duration,
-    pub limits: ResourceLimits,
-    /// Bytes kept per output stream; the rest is read and discarded.
-    pub max_output_bytes: usize,
-    /// A descriptor handed to the child under a fixed number (stage 2 reads
-    /// the environment from it); every other descriptor is closed on exec.
-    pub pass_fd: Option<(std::sync::Arc<std::os::fd::OwnedFd>, i32)>,
-    /// A descriptor number under which the child gets the read end of toolgate's
-    /// lifeline: end-of-file on it means toolgate is gone (stage 2 watches it).
-    pub lifeline: Option<i32>,
-    /// As root: the program is the init of a pid namespace of its own that dies with
-    /// toolgate, and every process in it with the program (see
-    /// [`ExecRequest::own_pid_namespace`]).
-    pub own_pid_namespace: bool,
-}
-
-impl ExecRequest {
-    /// A request with safe defaults: no arguments, an empty environment, cwd `/`, no
-    /// stdin, a 120 s timeout with a 2 s grace, 1 MiB kept per stream, no extra limits.
-    pub fn new(program: impl Into<OsString>) -> Self {
-        Self {
-            program: program.into(),
-            args: Vec::new(),
-            env: Vec::new(),
-            cwd: PathBuf::from("/"),
-            stdin: None,
-            timeout: Duration::from_secs(120),
-            kill_grace: Duration::from_secs(2),
-            limits: ResourceLimits::default(),
-            max_output_bytes: 1024 * 1024,
-            pass_fd: None,
-            lifeline: None,
-            own_pid_namespace: false,
-        }
-    }
-
-    /// As root, makes the program the init of a pid namespace of its own that dies with
-    /// toolgate: when it dies, the kernel kills every process in the namespace, also
-    /// those it forked without a death signal (bubblewrap's pid 1 during its setup).
-    /// The runner's child stays as its stand-in (the pid the caller sees): TERM, INT,
-    /// HUP and QUIT act as they would on the program. Not for a program that must die
-    /// by a signal it sends itself (an init cannot) or must see the host's processes.
-    /// Without root nothing changes.
-    #[must_use]
-    pub fn own_pid_namespace(mut self) -> Self {
-        self.own_pid_namespace = true;
-        self
-    }
-
-    /// Hands the child the read end of toolgate's lifeline as descriptor number
-    /// `target` (3 or above, not the [`ExecRequest::pass_fd`] one).
-    #[must_use]
-    pub fn lifeline(mut self, target: i32) -> Self {
-        self.lifeline = Some(target.max(3));
-        self
-    }
-
-    /// Hands `fd` to the child as descriptor number `target` (3 or above).
-    #[must_use]
-    pub fn pass_fd(mut self, fd: std::os::fd::OwnedFd, target: i32) -> Self {
-        self.pass_fd = Some((std::sync::Arc::new(fd), target.max(3)));
-        self
-    }
-
-    #[must_use]
-    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    #[must_use]
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<OsString>,
-    {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    /// Adds one variable to the child's environment.
-    #[must_use]
-    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.env.push((key.into(), value.into()));
-        self
-    }
-
-    #[must_use]
-    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
-        self.cwd = cwd.into();
-        self
-    }
-
-    #[must_use]
-    pub fn stdin(mut self, stdin: impl Into<Vec<u8>>) -> Self {
-        self.stdin = Some(stdin.into());
-        self
-    }
-
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    #[must_use]
-    pub fn kill_grace(mut self, kill_grace: Duration) -> Self {
-        self.kill_grace = kill_grace;
-        self
-    }
-
-    #[must_use]
-    pub fn limits(mut self, limits: ResourceLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    #[must_use]
-    pub fn max_output_bytes(mut self, max_output_bytes: usize) -> Self {
-        self.max_output_bytes = max_output_bytes;
-        self
-    }
-}
 
 /// How a command ended and what it printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -752,6 +613,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use std::path::PathBuf;
 
     #[test]
     fn exit_status_follows_the_shell_convention() {

@@ -417,27 +417,10 @@ impl Sandbox {
         }
         journal.create(&plan, &spec.writable_roots)?;
         audit.watch(&plan.audited, &spec.writable_roots);
-        let request = match self.backend {
-            // The environment reaches stage 2 through a pipe, never an argv.
-            Backend::Bwrap | Backend::Landlock => {
-                request(&command, spec, plan.argv.clone(), Vec::new())
-                    .pass_fd(env_pipe(&env)?, ENV_FD)
-                    .lifeline(LIFELINE_FD)
-            }
-            Backend::None => request(&command, spec, plan.argv.clone(), env.clone()),
-        };
-        // Attack: toolgate is SIGKILLed while bubblewrap sets up its mounts; its pid 1,
-        // forked without a death signal, waits for ever for an outer process that died
-        // with toolgate, before stage 2 and its lifeline exist. As the init of a pid
-        // namespace of its own, the outer process takes it along.
-        let request = match self.backend {
-            Backend::Bwrap => request.own_pid_namespace(),
-            Backend::Landlock | Backend::None => request,
-        };
         let key = self.pool_key(spec, &plan, &command);
         let pooled = match (&self.pool, &key) {
             (Some(pool), Some(key)) => {
-                let handout = handout(spec, &command, &attach, env)?;
+                let handout = pool::handout(spec, &command, &attach, env.clone())?;
                 pool.take(key, &handout).await
             }
             _ => None,
@@ -447,14 +430,24 @@ impl Sandbox {
                 started.bounds(command.timeout, command.max_output_bytes);
                 started.run(command.stdin.clone(), attach, on_line).await
             }
-            None => runner::run_attached(request, attach, on_line).await,
+            None => {
+                let request = match self.backend {
+                    Backend::Bwrap | Backend::Landlock => staged(
+                        request(&command, spec, plan.argv, Vec::new()),
+                        env_pipe(&env)?,
+                        self.backend,
+                    ),
+                    Backend::None => request(&command, spec, plan.argv, env),
+                };
+                runner::run_attached(request, attach, on_line).await
+            }
         };
         if let (Some(pool), Some(key)) = (&self.pool, key) {
             // The next command's sandbox is set up while the answer goes out
             // and the agent reads it (not while this command runs: on a small
             // machine the two would share the processors).
             let pool = Arc::clone(pool);
-            let fill = pooled_request(spec.clone(), command.limits.clone());
+            let fill = pool::pooled_request(spec.clone(), command.limits.clone());
             tokio::task::spawn_blocking(move || pool.fill(key, fill));
         }
         if let Some(proxy) = proxy {
@@ -612,101 +605,20 @@ impl Sandbox {
     pub fn bwrap(&self) -> Option<&Path> {
         self.bwrap.as_deref()
     }
-
-    /// With [`SandboxConfig::pool`]: starts a sandbox for commands in `spec`
-    /// (with the sandbox's own limits) ahead of the first, and waits until it
-    /// is ready. `Ok(false)` when commands in `spec` are not pooled (see
-    /// [`SandboxConfig::pool`]) or it could not start (the first command then
-    /// says why).
-    pub async fn warm(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
-        match &self.pool {
-            Some(pool) if self.prestart(spec)? => Ok(pool.ready().await),
-            _ => Ok(false),
-        }
-    }
-
-    /// Like [`Sandbox::warm`] without waiting: starts the sandbox and
-    /// returns whether one was started (it blocks for the fork).
-    pub fn prestart(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
-        let Some(pool) = &self.pool else {
-            return Ok(false);
-        };
-        let spec = self.protected_spec(spec)?;
-        let command = SandboxCommand::new(["true"]).limits(self.limits.clone());
-        let host = RecordingHost::new(self.creation_guard);
-        let plan = self.launch(&spec, &command.argv, Path::new("/tmp"), None, &host)?;
-        let Some(key) = self.pool_key(&spec, &plan, &command) else {
-            return Ok(false);
-        };
-        // Errors are left for the command that would use it: it gets a fresh
-        // sandbox, which says why.
-        Ok(pool.fill(key, pooled_request(spec, command.limits)).is_ok())
-    }
-
-    /// What a pooled sandbox for this run must match, if runs like it are
-    /// pooled at all: the plan's argv up to the command, and the limits.
-    fn pool_key(
-        &self,
-        spec: &SandboxSpec,
-        plan: &BwrapPlan,
-        command: &SandboxCommand,
-    ) -> Option<pool::Key> {
-        let host = RecordingHost::new(self.creation_guard);
-        let pooled = self.pool.is_some()
-            && self.backend == Backend::Bwrap
-            && self.creation_guard
-            && spec.network != NetworkMode::Proxy
-            && crate::plan::HostView::masks_in_stage2(&host)
-            && plan.created_mount_points.is_empty();
-        // `... -- COMMAND`: the plan without `--` and the command.
-        let prefix = plan.argv.len().checked_sub(command.argv.len() + 1)?;
-        (pooled && plan.argv.get(prefix).is_some_and(|a| a == "--")).then(|| pool::Key {
-            argv: plan.argv[..prefix].to_vec(),
-            limits: command.limits.clone(),
-        })
-    }
 }
 
-/// How a pooled sandbox for commands in `spec` with `limits` is started,
-/// given the plan's argv (ending in `--pooled`) and stage 2's socket.
-fn pooled_request(
-    spec: SandboxSpec,
-    limits: ResourceLimits,
-) -> impl FnOnce(Vec<OsString>, std::os::fd::OwnedFd) -> ExecRequest + Send + 'static {
-    move |argv, socket| {
-        let template = SandboxCommand::new(["true"]).limits(limits);
-        request(&template, &spec, argv, Vec::new())
-            .pass_fd(socket, ENV_FD)
-            .lifeline(LIFELINE_FD)
-            .own_pid_namespace()
+/// `request` for stage 2: the environment (or a pooled sandbox's socket)
+/// as descriptor `ENV_FD`, never an argv, and toolgate's lifeline.
+fn staged(request: ExecRequest, env: std::os::fd::OwnedFd, backend: Backend) -> ExecRequest {
+    let request = request.pass_fd(env, ENV_FD).lifeline(LIFELINE_FD);
+    match backend {
+        // Attack: toolgate is SIGKILLed while bubblewrap sets up its mounts; its
+        // pid 1, forked without a death signal, waits for ever for an outer process
+        // that died with toolgate, before stage 2 and its lifeline exist. As the
+        // init of a pid namespace of its own, the outer process takes it along.
+        Backend::Bwrap => request.own_pid_namespace(),
+        Backend::Landlock | Backend::None => request,
     }
-}
-
-/// What a pooled sandbox gets for `command`: see `stage2::pooled`.
-fn handout(
-    spec: &SandboxSpec,
-    command: &SandboxCommand,
-    attach: &Attach,
-    env: Vec<(OsString, OsString)>,
-) -> Result<crate::stage2::Handout, SandboxError> {
-    use std::os::unix::fs::MetadataExt;
-    let identity = |path: &Path| {
-        std::fs::metadata(path)
-            .map(|m| (m.dev(), m.ino()))
-            .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
-    };
-    let mut roots = Vec::new();
-    for root in &spec.writable_roots {
-        let (dev, ino) = identity(root)?;
-        roots.push((root.clone(), dev, ino));
-    }
-    Ok(crate::stage2::Handout {
-        command: command.argv.clone(),
-        env,
-        null_stdin: command.stdin.is_none() && attach.stdin.is_none(),
-        roots,
-        cwd: identity(&spec.cwd)?,
-    })
 }
 
 /// Ends `journal` (removing its placeholders that no live run uses) after
@@ -835,61 +747,4 @@ impl Drop for TempDir {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::environment::system_path_entries;
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn path_entries_a_command_can_write_are_dropped() {
-        let table = [
-            ("/usr/bin:/bin", "/usr/bin:/bin"),
-            ("/usr/bin:", "/usr/bin"),
-            (":/usr/bin", "/usr/bin"),
-            ("/usr/bin::/bin", "/usr/bin:/bin"),
-            (".:/usr/bin:bin:./x", "/usr/bin"),
-            ("", ""),
-            (".", ""),
-        ];
-        for (path, expected) in table {
-            assert_eq!(system_path_entries(path, |_| false), expected, "{path:?}");
-        }
-        let writable = |dir: &Path| dir.starts_with("/work/app") || dir.starts_with("/tmp");
-        assert_eq!(
-            system_path_entries("/work/app/bin:/usr/bin:/tmp/x:/bin", writable),
-            "/usr/bin:/bin"
-        );
-    }
-
-    #[test]
-    fn variables_that_change_what_runs_are_refused_set_or_passed() {
-        let refused = [
-            SandboxCommand::shell("ls").set_env("BASH_ENV", "/dev/stdin"),
-            SandboxCommand::shell("ls").set_env("LD_PRELOAD", "./x.so"),
-            SandboxCommand::shell("ls").pass_env("LD_LIBRARY_PATH"),
-        ];
-        for command in refused {
-            let error = Sandbox::check_environment(&command).map_err(|e| e.to_string());
-            assert!(
-                matches!(&error, Err(m) if m.contains("refused environment variables")),
-                "{command:?}: {error:?}"
-            );
-        }
-        let both = SandboxCommand::shell("ls")
-            .set_env("LD_PRELOAD", "x")
-            .set_env("CI", "1")
-            .pass_env("PYTHONPATH");
-        let message = Sandbox::check_environment(&both)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(
-            message.contains("`LD_PRELOAD`") && message.contains("`PYTHONPATH`"),
-            "{message}"
-        );
-        let fine = SandboxCommand::shell("ls")
-            .set_env("CI", "1")
-            .pass_env("LANG");
-        assert!(Sandbox::check_environment(&fine).is_ok());
-    }
-}
+mod tests;

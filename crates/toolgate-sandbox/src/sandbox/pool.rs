@@ -25,11 +25,17 @@
 
 use std::ffi::OsString;
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::Mutex;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::runner::{self, ExecRequest, ResourceLimits, Started};
+use super::new_repos::RecordingHost;
+use super::{Sandbox, SandboxCommand, SandboxError, request, staged};
+use crate::plan::BwrapPlan;
+use crate::probe::Backend;
+use crate::runner::{self, Attach, ExecRequest, ResourceLimits, Started};
+use crate::spec::{NetworkMode, SandboxSpec};
 use crate::stage2::Handout;
 
 /// What a pooled sandbox must match to be used: the whole plan up to the
@@ -141,4 +147,101 @@ async fn hand_out(socket: UnixStream, handout: &Handout) -> Result<(), String> {
     } else {
         Err("stale".into())
     }
+}
+
+impl Sandbox {
+    /// With [`SandboxConfig::pool`]: starts a sandbox for commands in `spec`
+    /// (with the sandbox's own limits) ahead of the first, and waits until it
+    /// is ready. `Ok(false)` when commands in `spec` are not pooled (see
+    /// [`SandboxConfig::pool`]) or it could not start (the first command then
+    /// says why).
+    pub async fn warm(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
+        match &self.pool {
+            Some(pool) if self.prestart(spec)? => Ok(pool.ready().await),
+            _ => Ok(false),
+        }
+    }
+
+    /// Like [`Sandbox::warm`] without waiting: starts the sandbox and
+    /// returns whether one was started (it blocks for the fork).
+    pub fn prestart(&self, spec: &SandboxSpec) -> Result<bool, SandboxError> {
+        let Some(pool) = &self.pool else {
+            return Ok(false);
+        };
+        let spec = self.protected_spec(spec)?;
+        let command = SandboxCommand::new(["true"]).limits(self.limits.clone());
+        let host = RecordingHost::new(self.creation_guard);
+        let plan = self.launch(&spec, &command.argv, Path::new("/tmp"), None, &host)?;
+        let Some(key) = self.pool_key(&spec, &plan, &command) else {
+            return Ok(false);
+        };
+        // Errors are left for the command that would use it: it gets a fresh
+        // sandbox, which says why.
+        Ok(pool.fill(key, pooled_request(spec, command.limits)).is_ok())
+    }
+
+    /// What a pooled sandbox for this run must match, if runs like it are
+    /// pooled at all: the plan's argv up to the command, and the limits.
+    pub(super) fn pool_key(
+        &self,
+        spec: &SandboxSpec,
+        plan: &BwrapPlan,
+        command: &SandboxCommand,
+    ) -> Option<Key> {
+        let pooled = self.pool.is_some()
+            && self.backend == Backend::Bwrap
+            && self.creation_guard
+            && spec.network != NetworkMode::Proxy
+            && crate::plan::HostView::masks_in_stage2(&crate::plan::RealHost)
+            && plan.created_mount_points.is_empty();
+        // `... -- COMMAND`: the plan without `--` and the command.
+        let prefix = plan.argv.len().checked_sub(command.argv.len() + 1)?;
+        (pooled && plan.argv.get(prefix).is_some_and(|a| a == "--")).then(|| Key {
+            argv: plan.argv[..prefix].to_vec(),
+            limits: command.limits.clone(),
+        })
+    }
+}
+
+/// How a pooled sandbox for commands in `spec` with `limits` is started,
+/// given the plan's argv (ending in `--pooled`) and stage 2's socket.
+pub(super) fn pooled_request(
+    spec: SandboxSpec,
+    limits: ResourceLimits,
+) -> impl FnOnce(Vec<OsString>, std::os::fd::OwnedFd) -> ExecRequest + Send + 'static {
+    move |argv, socket| {
+        let template = SandboxCommand::new(["true"]).limits(limits);
+        staged(
+            request(&template, &spec, argv, Vec::new()),
+            socket,
+            Backend::Bwrap,
+        )
+    }
+}
+
+/// What a pooled sandbox gets for `command`: see `stage2::pooled`.
+pub(super) fn handout(
+    spec: &SandboxSpec,
+    command: &SandboxCommand,
+    attach: &Attach,
+    env: Vec<(OsString, OsString)>,
+) -> Result<crate::stage2::Handout, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let identity = |path: &Path| {
+        std::fs::metadata(path)
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
+    };
+    let mut roots = Vec::new();
+    for root in &spec.writable_roots {
+        let (dev, ino) = identity(root)?;
+        roots.push((root.clone(), dev, ino));
+    }
+    Ok(crate::stage2::Handout {
+        command: command.argv.clone(),
+        env,
+        null_stdin: command.stdin.is_none() && attach.stdin.is_none(),
+        roots,
+        cwd: identity(&spec.cwd)?,
+    })
 }
