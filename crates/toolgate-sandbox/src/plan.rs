@@ -19,7 +19,7 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use crate::repos::{RootScan, ScanTooLarge, scan_root_parallel};
+use crate::repos::{RootScan, ScanTooLarge};
 use crate::spec::{NetworkMode, SYSTEM_READ_DENY, SandboxSpec};
 use crate::stage2::{Stage2Args, StageMask};
 
@@ -147,10 +147,9 @@ impl HostView for RealHost {
     }
 
     fn scan_root(&self, root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
-        // The walk is syscall-bound; a few threads cut it several-fold on
-        // large trees (see benches/nested_scan.rs).
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        scan_root_parallel(root, budget, threads)
+        // On a few threads (the walk is syscall-bound, see
+        // benches/nested_scan.rs), and kept while nothing it read changed.
+        crate::repos::watched::scan(root, budget)
     }
 }
 

@@ -16,6 +16,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+pub mod watched;
+
 /// What a directory listing says an entry is, without following symlinks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListedKind {
@@ -213,11 +215,26 @@ pub fn scan_root_parallel(
     budget: usize,
     threads: usize,
 ) -> Result<RootScan, ScanTooLarge> {
+    scan_parallel_with(root, budget, threads, &RealDirs)
+}
+
+/// [`scan_root_parallel`] listing each directory through `source` (which
+/// may watch it first, see [`watched`]); directories are still opened by
+/// their full path.
+pub(crate) fn scan_parallel_with<S>(
+    root: &Path,
+    budget: usize,
+    threads: usize,
+    source: &S,
+) -> Result<RootScan, ScanTooLarge>
+where
+    S: DirSource<Dir = std::os::fd::OwnedFd> + Sync,
+{
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Condvar, Mutex};
 
     if threads <= 1 {
-        return scan_root(root, budget, &RealDirs);
+        return scan_root(root, budget, source);
     }
     /// Directories still to visit (with their depth) and how many are
     /// taken but not finished.
@@ -264,7 +281,7 @@ pub fn scan_root_parallel(
                 too_large.store(true, Ordering::SeqCst);
             } else if let Some(dir) = open_beneath_no_symlinks(&path) {
                 let mut count = 0;
-                if let Some(frame) = visit(&mut scan, &mut count, &RealDirs, path.clone(), dir) {
+                if let Some(frame) = visit(&mut scan, &mut count, source, path.clone(), dir) {
                     children = frame
                         .pending
                         .into_iter()

@@ -21,13 +21,14 @@
 //! nothing changed. A process scans without watching the first time, so a
 //! one-shot `toolgate` pays nothing for watches it never reads.
 
-use std::io::Read;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rustix::fs::inotify;
+
+use crate::repos::watched::MountTable;
 
 /// The scanned directories: /usr is not scanned, it is large and what it
 /// holds is meant to be read.
@@ -71,7 +72,7 @@ struct Cache {
 /// A scan's result with what tells whether it still holds.
 struct Watched {
     inotify: OwnedFd,
-    mounts: std::fs::File,
+    mounts: MountTable,
     found: Vec<PathBuf>,
 }
 
@@ -82,9 +83,7 @@ impl Watched {
         let inotify =
             inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
         // Armed before the scan: a mount made during it shows next time.
-        let mut mounts = std::fs::File::open("/proc/self/mountinfo").ok()?;
-        let mut table = Vec::new();
-        mounts.read_to_end(&mut table).ok()?;
+        let mounts = MountTable::open()?;
         let mut found = Vec::new();
         for dir in SCANNED {
             if !scan(Path::new(dir), &mut found, Some(&inotify)) {
@@ -107,14 +106,7 @@ impl Watched {
             Err(rustix::io::Errno::AGAIN) => {}
             _ => return false,
         }
-        let mut poll = libc::pollfd {
-            fd: self.mounts.as_fd().as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        };
-        // SAFETY: one pollfd on a descriptor we own, zero timeout.
-        let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
-        ready == 0
+        self.mounts.unchanged()
     }
 }
 

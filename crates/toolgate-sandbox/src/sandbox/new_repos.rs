@@ -182,12 +182,15 @@ impl RepoWatch {
         if std::mem::replace(&mut self.done, true) {
             return warnings;
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         let mut fresh = Vec::new();
         for root in &self.roots {
             // No budget: the command made whatever is there, and a tree it
             // grew past the budget must not hide a repository from this.
-            match crate::repos::scan_root_parallel(root, usize::MAX, threads) {
+            // The walk before the run is given out again when nothing it
+            // read changed (`repos::watched`), so a command that made no
+            // directory costs no walk; what lies in a `.git` it found
+            // (empty or filled, where a `.git` file points) is read anew.
+            match crate::repos::watched::scan(root, usize::MAX) {
                 Ok(scan) => fresh.extend(
                     scan.repos
                         .into_iter()

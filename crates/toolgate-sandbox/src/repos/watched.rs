@@ -1,0 +1,317 @@
+//! A root's walk kept while nothing it read has changed.
+//!
+//! Every plan walks each writable root for nested repositories, and every
+//! run walks them again after the command for the repositories it made
+//! (`sandbox::new_repos`): two walks per command, 50–100 ms each for a root
+//! of 50,000 files. A process keeps each root's last walk and gives it out
+//! again only while inotify proves that no listing the walk read could
+//! have changed:
+//! - a watch on every directory the walk listed, added through the open
+//!   descriptor (so on exactly the directory listed) before it is listed,
+//!   for entries created, deleted, moved in or out or changed in mode, and
+//!   the directory itself deleted or moved. The kernel queues an event
+//!   before the syscall that caused it returns, whichever mount namespace
+//!   it came from, so a check made after a change (the host's, or a
+//!   command's that has exited) sees it;
+//! - the root's path still names the directory walked (device and inode,
+//!   compared before the events are read: a directory that was removed
+//!   has queued its event by then, so its inode number cannot have been
+//!   given to another);
+//! - `/proc/self/mountinfo`, which polls as changed once the mount table
+//!   of toolgate's namespace changed (a mount over a directory of a root);
+//! - only filesystems whose every change passes through this kernel
+//!   ([`LOCAL_FILESYSTEMS`]): inotify does not see what another NFS client
+//!   or a FUSE server changes.
+//!
+//! Events that cannot change the walk's result are let through: a
+//! non-directory's creation, removal or attribute change, unless it is
+//! named `.git` or `HEAD` (a creation still counts towards the budget of
+//! entries). Anything else (a directory's event, the root's, a full queue,
+//! a watch that could not be added, any error) drops the walk, and the
+//! next one starts from scratch with fresh watches.
+
+use std::fs::File;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
+
+use super::{DirSource, Listed, RealDirs, RootScan, ScanTooLarge, scan_parallel_with};
+
+/// How many roots a process keeps walks of: each holds an inotify instance,
+/// of which a user has 128 by default. The least recently used goes first.
+const KEPT_ROOTS: usize = 4;
+
+/// Filesystem types (`statfs`) whose every change passes through this
+/// kernel: ext2/3/4, xfs, btrfs, tmpfs, f2fs, zfs, bcachefs and overlayfs
+/// (what is changed in an overlay's layers beneath it is not seen; the
+/// kernel leaves the overlay's view of such a change undefined as well).
+const LOCAL_FILESYSTEMS: &[u32] = &[
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0xF2F5_2010,
+    0x2FC1_2FC1,
+    0xCA45_1A4E,
+    0x794C_7630,
+];
+
+static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+static WALKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many walks this process made (kept walks given out again do not
+/// count).
+pub fn walks() -> u64 {
+    WALKS.load(Ordering::Relaxed)
+}
+
+/// The walk of `root` with at most `budget` entries, as a walk made now
+/// would find: the kept one while it still holds (whichever run made it),
+/// else a new one, kept when it could be watched.
+pub(crate) fn scan(root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
+    if let Some(scan) = reuse(root, budget) {
+        return Ok(scan);
+    }
+    WALKS.fetch_add(1, Ordering::Relaxed);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let Some(watching) = Watching::start(root) else {
+        return super::scan_root_parallel(root, budget, threads);
+    };
+    let scan = scan_parallel_with(root, budget, threads, &watching)?;
+    let Some(kept) = watching.finish(root, &scan) else {
+        return Ok(scan);
+    };
+    let mut all = lock();
+    // A walk of the same root made meanwhile is replaced: the newer one
+    // holds for every change the older one would have seen.
+    all.retain(|k| k.root != root);
+    if all.len() >= KEPT_ROOTS {
+        all.remove(0);
+    }
+    all.push(kept);
+    Ok(scan)
+}
+
+fn reuse(root: &Path, budget: usize) -> Option<RootScan> {
+    let mut all = lock();
+    let at = all.iter().position(|k| k.root == root)?;
+    let mut kept = all.remove(at);
+    if !kept.unchanged(budget) {
+        return None;
+    }
+    let scan = kept.scan.clone();
+    all.push(kept);
+    Some(scan)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Vec<Kept>> {
+    KEPT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A kept walk with what tells whether it still holds.
+struct Kept {
+    root: PathBuf,
+    identity: (u64, u64),
+    inotify: OwnedFd,
+    mounts: MountTable,
+    scan: RootScan,
+    /// Entries the walk read, and files created since.
+    entries: usize,
+    grown: usize,
+}
+
+impl Kept {
+    /// True only while the root is the directory walked, no event that
+    /// matters was queued, the mount table is as it was and the entries
+    /// are within `budget`. Events that do not matter are consumed.
+    fn unchanged(&mut self, budget: usize) -> bool {
+        if identity(&self.root) != Some(self.identity) {
+            return false;
+        }
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut events = inotify::Reader::new(&self.inotify, &mut buf);
+        loop {
+            match events.next() {
+                Ok(event) => {
+                    let flags = event.events();
+                    let name = event.file_name().map(std::ffi::CStr::to_bytes);
+                    let matters = flags.intersects(
+                        ReadFlags::QUEUE_OVERFLOW
+                            | ReadFlags::IGNORED
+                            | ReadFlags::UNMOUNT
+                            | ReadFlags::DELETE_SELF
+                            | ReadFlags::MOVE_SELF
+                            | ReadFlags::ISDIR,
+                    ) || matches!(name, None | Some(b".git" | b"HEAD"));
+                    if matters {
+                        return false;
+                    }
+                    if flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+                        self.grown += 1;
+                    }
+                }
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(_) => return false,
+            }
+        }
+        self.mounts.unchanged() && self.entries.saturating_add(self.grown) <= budget
+    }
+}
+
+/// A walk being made, watching each directory before it is listed.
+struct Watching {
+    inotify: OwnedFd,
+    mounts: MountTable,
+    identity: (u64, u64),
+    /// A directory could not be watched: the walk holds, but is not kept.
+    failed: AtomicBool,
+    entries: AtomicUsize,
+}
+
+impl Watching {
+    /// Everything that must be armed before the walk reads anything; `None`
+    /// when something cannot be had (the user's inotify instances).
+    fn start(root: &Path) -> Option<Watching> {
+        let flags = inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK;
+        Some(Watching {
+            inotify: inotify::init(flags).ok()?,
+            mounts: MountTable::open()?,
+            identity: identity(root)?,
+            failed: AtomicBool::new(false),
+            entries: AtomicUsize::new(0),
+        })
+    }
+
+    fn finish(self, root: &Path, scan: &RootScan) -> Option<Kept> {
+        if self.failed.into_inner() {
+            return None;
+        }
+        Some(Kept {
+            root: root.to_owned(),
+            identity: self.identity,
+            inotify: self.inotify,
+            mounts: self.mounts,
+            scan: scan.clone(),
+            entries: self.entries.into_inner(),
+            grown: 0,
+        })
+    }
+
+    /// Watches the open directory `dir` itself (through its descriptor, so
+    /// no rename between open and watch can put another there).
+    fn watch(&self, dir: &OwnedFd) -> bool {
+        let local = rustix::fs::fstatfs(dir).is_ok_and(|fs| {
+            u32::try_from(fs.f_type & 0xFFFF_FFFF).is_ok_and(|t| LOCAL_FILESYSTEMS.contains(&t))
+        });
+        let events = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::ATTRIB
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::ONLYDIR;
+        local
+            && inotify::add_watch(
+                &self.inotify,
+                format!("/proc/self/fd/{}", dir.as_raw_fd()),
+                events,
+            )
+            .is_ok()
+    }
+}
+
+impl DirSource for Watching {
+    type Dir = OwnedFd;
+
+    fn open_root(&self, path: &Path) -> Option<OwnedFd> {
+        RealDirs.open_root(path)
+    }
+
+    fn open_child(&self, parent: &OwnedFd, path: &Path, name: &std::ffi::OsStr) -> Option<OwnedFd> {
+        RealDirs.open_child(parent, path, name)
+    }
+
+    fn list(&self, dir: &OwnedFd) -> Option<Vec<Listed>> {
+        if !self.failed.load(Ordering::Relaxed) && !self.watch(dir) {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        let listed = RealDirs.list(dir)?;
+        self.entries.fetch_add(listed.len(), Ordering::Relaxed);
+        Some(listed)
+    }
+}
+
+/// Device and inode of `path`, not following a final symlink.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    let stat = rustix::fs::lstat(path).ok()?;
+    Some((stat.st_dev, stat.st_ino))
+}
+
+/// `/proc/self/mountinfo` opened: it polls as changed once the mount table
+/// of this process's namespace changed after the open.
+pub(crate) struct MountTable(File);
+
+impl MountTable {
+    pub(crate) fn open() -> Option<MountTable> {
+        File::open("/proc/self/mountinfo").ok().map(MountTable)
+    }
+
+    /// False once the table changed (and whenever the poll fails).
+    pub(crate) fn unchanged(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.0.as_fd().as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on a descriptor we own, zero timeout.
+        let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
+        ready == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        (dir, root)
+    }
+
+    /// A walk is kept only where every directory could be watched on a
+    /// filesystem whose changes all pass through this kernel: procfs is
+    /// not one of them.
+    #[test]
+    fn only_walks_of_local_filesystems_are_kept() {
+        let walked = |root: &Path| {
+            let watching = Watching::start(root).unwrap();
+            let scan = scan_parallel_with(root, usize::MAX, 2, &watching).unwrap();
+            watching.finish(root, &scan).is_some()
+        };
+        let (_dir, root) = tree();
+        assert!(walked(&root));
+        assert!(!walked(Path::new("/proc/sys/fs")));
+    }
+
+    /// Files created after the walk count towards the budget of entries:
+    /// a root grown past it is refused as a fresh walk would refuse it.
+    #[test]
+    fn files_made_since_the_walk_count_towards_the_budget() {
+        let (_dir, root) = tree();
+        // `a` and `b`: two entries.
+        assert!(scan(&root, 4).is_ok());
+        for name in ["1", "2", "3"] {
+            std::fs::write(root.join("a").join(name), "").unwrap();
+        }
+        assert!(scan(&root, 4).is_err());
+        assert!(scan(&root, 5).is_ok());
+    }
+}
