@@ -182,6 +182,9 @@ pub struct Started {
     child: Child,
     limits: limits::Enforcement,
     request: ExecRequest,
+    /// Where stage 2's keeper sends the socket it reports the command's end
+    /// on (a pooled sandbox's socket, see `stage2::Report`).
+    report: Option<std::os::unix::net::UnixStream>,
 }
 
 impl std::fmt::Debug for Started {
@@ -214,6 +217,7 @@ fn start_with(request: ExecRequest, pipe_stdin: bool) -> Result<Started, RunnerE
         child,
         limits,
         request,
+        report: None,
     })
 }
 
@@ -221,6 +225,15 @@ impl Started {
     /// The process's id, while it runs.
     pub fn id(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// Takes the command's end from stage 2's keeper, which sends the socket
+    /// it reports on over `socket`: once the report is in and the keeper has
+    /// ended, the run ends with what the pipes hold, without waiting for
+    /// bubblewrap and its namespaces to be torn down one after the other;
+    /// they are reaped, and the cgroup emptied and removed, after it.
+    pub(crate) fn reported_on(&mut self, socket: std::os::unix::net::UnixStream) {
+        self.report = Some(socket);
     }
 
     /// Sets the wall-clock limit and the cap per output stream of the run
@@ -243,6 +256,7 @@ impl Started {
             mut child,
             limits,
             request,
+            report,
         } = self;
         if let (Some(report), Some(pid)) = (attach.spawned, child.id()) {
             let _ = report.send(pid);
@@ -262,11 +276,26 @@ impl Started {
             stdin_data.unwrap_or_default(),
             attach.stdin,
         );
+        let report = report.map(|socket| {
+            socket
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::UnixStream::from_std(socket))
+        });
+        let report = report.transpose()?;
         let (status, exited_at) = supervisor
-            .supervise(&mut child, feed, &mut outputs, &mut on_line)
+            .supervise(&mut child, feed, report, &mut outputs, &mut on_line)
             .await?;
-        supervisor.group.release();
-        limits.finish().await;
+        if supervisor.reported {
+            let mut group = supervisor.group;
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+                group.release();
+                limits.finish().await;
+            });
+        } else {
+            supervisor.group.release();
+            limits.finish().await;
+        }
 
         let (exit_code, signal) = exit_code_of(status);
         let (stdout, stdout_truncated) = outputs.stdout.into_text();
@@ -484,6 +513,8 @@ struct Supervisor {
     phase: Phase,
     exit: Option<(ExitStatus, Instant)>,
     timed_out: bool,
+    /// The run ended on stage 2's keeper's report, before the child.
+    reported: bool,
 }
 
 impl Supervisor {
@@ -498,6 +529,7 @@ impl Supervisor {
             phase: Phase::Running,
             exit: None,
             timed_out: false,
+            reported: false,
         })
     }
 
@@ -506,16 +538,23 @@ impl Supervisor {
         &mut self,
         child: &mut Child,
         feed: impl Future<Output = io::Result<()>>,
+        report: Option<tokio::net::UnixStream>,
         outputs: &mut Outputs,
         on_line: &mut F,
     ) -> Result<(ExitStatus, Instant), RunnerError> {
         let wait = child.wait();
-        tokio::pin!(wait, feed);
+        let has_report = report.is_some();
+        let report = read_report(report);
+        tokio::pin!(wait, feed, report);
         let mut fed = false;
+        let mut reported = !has_report;
+        // After a report the child is still reaped here: a zombie would stay
+        // in the command's cgroup, which the run empties before it returns.
+        let mut reaped = false;
         loop {
             if let (Phase::Draining { until }, Some(exit)) = (self.phase, self.exit) {
                 let closed = outputs.stdout.is_closed() && outputs.stderr.is_closed();
-                if closed || Instant::now() >= until {
+                if (closed && reaped) || Instant::now() >= until {
                     return Ok(exit);
                 }
             }
@@ -531,7 +570,24 @@ impl Supervisor {
                     fed = true;
                     written?;
                 }
-                status = &mut wait, if self.exit.is_none() => self.child_exited(status?),
+                status = &mut wait, if !reaped => {
+                    reaped = true;
+                    let status = status?;
+                    if self.exit.is_none() {
+                        self.child_exited(status);
+                    }
+                }
+                end = &mut report, if !reported && self.exit.is_none() => {
+                    reported = true;
+                    if let Some(status) = end {
+                        // Every process of the command, and the keeper after
+                        // them, has ended: all they wrote is in the pipes.
+                        outputs.stdout.drain_now(&mut |line| on_line(Stream::Stdout, line))?;
+                        outputs.stderr.drain_now(&mut |line| on_line(Stream::Stderr, line))?;
+                        self.reported = true;
+                        return Ok((status, Instant::now()));
+                    }
+                }
                 () = sleep_until(deadline) => self.deadline_reached(),
             }
         }
@@ -598,6 +654,64 @@ impl Supervisor {
                 }
             }
             Phase::Killed | Phase::Draining { .. } => {}
+        }
+    }
+}
+
+/// The command's end as stage 2's keeper reports it: the keeper sends its
+/// own socket over `pool` and writes the report there once every process of
+/// the command has ended; the report counts once that socket's end of file
+/// says the keeper has ended too. The exit status is as if the sandbox's
+/// process had exited so. `None` when there is no report (the keeper died
+/// first, or was never asked): the run then waits for the process itself.
+async fn read_report(pool: Option<tokio::net::UnixStream>) -> Option<ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::io::AsyncReadExt;
+    let keeper = receive_socket(&pool?).await?;
+    keeper.set_nonblocking(true).ok()?;
+    let mut keeper = tokio::net::UnixStream::from_std(keeper).ok()?;
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 16];
+    loop {
+        match keeper.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) if bytes.len() + n <= 16 => bytes.extend_from_slice(&buf[..n]),
+            Ok(_) | Err(_) => return None,
+        }
+    }
+    Some(match crate::stage2::Report::decode(&bytes)? {
+        crate::stage2::Report::Exited(code) => ExitStatus::from_raw(code << 8),
+        crate::stage2::Report::Killed(signal) => ExitStatus::from_raw(signal),
+    })
+}
+
+/// The socket stage 2's keeper sends over `pool` (one byte, `P`, with it).
+async fn receive_socket(pool: &tokio::net::UnixStream) -> Option<std::os::unix::net::UnixStream> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    loop {
+        pool.readable().await.ok()?;
+        let mut byte = [0u8; 1];
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let received = pool.try_io(tokio::io::Interest::READABLE, || {
+            rustix::net::recvmsg(
+                pool,
+                &mut [io::IoSliceMut::new(&mut byte)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC,
+            )
+            .map_err(io::Error::from)
+        });
+        match received {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Ok(msg) if msg.bytes == 1 && byte == *b"P" => {
+                let fd = control.drain().find_map(|message| match message {
+                    RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+                    _ => None,
+                })?;
+                return Some(std::os::unix::net::UnixStream::from(fd));
+            }
+            _ => return None,
         }
     }
 }

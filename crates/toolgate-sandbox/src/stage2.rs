@@ -23,6 +23,7 @@ mod creations;
 mod filter;
 mod forwarder;
 mod keeper;
+pub use keeper::Report;
 mod landlock_rules;
 mod masks;
 mod pooled;
@@ -247,17 +248,17 @@ impl Stage2Args {
 /// `pooled`). Returns only on failure, with what went wrong.
 pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error {
     let run = |confined: Confined| {
-        let (command, env, denied) = match confined {
-            Confined::Now { env, denied } => (command.to_vec(), env, denied),
+        let (command, env, denied, report) = match confined {
+            Confined::Now { env, denied } => (command.to_vec(), env, denied, None),
             Confined::Pooled { fd, mounted } => {
-                let handout = pooled::wait(fd, &mounted)?;
+                let (handout, socket) = pooled::wait(fd, &mounted)?;
                 // Their directories as they are now.
                 let denied = creations::DeniedNames::open(&args.deny_create, &args.deny_write)?;
-                (handout.command, handout.env, denied)
+                (handout.command, handout.env, denied, Some(socket))
             }
         };
         match args.lifeline_fd {
-            Some(lifeline) => keeper::keep(lifeline, &command, env, denied),
+            Some(lifeline) => keeper::keep(lifeline, &command, env, denied, report),
             None if denied.is_empty() => exec(&command, env),
             None => Err(Stage2Error::Setup(
                 "protected names can only be guarded with a lifeline".into(),

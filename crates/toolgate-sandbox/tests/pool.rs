@@ -197,3 +197,95 @@ async fn a_root_replaced_after_the_pool_started_is_the_new_one() {
     assert!(root.join("made").exists());
     assert!(!dir.path().join("moved/made").exists());
 }
+
+/// A pooled sandbox's keeper reports the command's end on the pool's
+/// socket once nothing of it is left, and the run ends on that report: the
+/// exit code or signal comes through, all the output is read, nothing the
+/// command started is alive after the run, and the command cannot reach
+/// the socket to report an end of its own.
+#[tokio::test]
+async fn the_keepers_report_ends_a_pooled_run_with_everything_the_command_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = root_in(&dir);
+    let sb = pooled_sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root);
+
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(&sb, &spec, "echo out; echo err >&2; exit 7", moment).await;
+    assert!(pooled, "{o:?}");
+    assert_eq!(
+        (o.exit_code, o.signal, o.stdout.as_str(), o.stderr.as_str()),
+        (7, None, "out\n", "err\n")
+    );
+
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(&sb, &spec, "kill -KILL $$", moment).await;
+    assert!(pooled, "{o:?}");
+    assert_eq!((o.exit_code, o.signal), (137, Some(9)), "{o:?}");
+
+    // More than a pipe holds, written up to the end.
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(&sb, &spec, "seq 1 100000", moment).await;
+    assert!(pooled, "{o:?}");
+    assert_eq!(
+        o.stdout.lines().count(),
+        100_000,
+        "{:?}",
+        o.stdout.get(..200)
+    );
+    assert!(o.stdout.ends_with("\n99999\n100000\n"));
+
+    // A process left behind is ended before the report: it never writes
+    // its marker (checked well after the run).
+    let marker = root.join("late");
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(
+        &sb,
+        &spec,
+        "(sleep 0.5; touch late) >/dev/null 2>&1 & echo started",
+        moment,
+    )
+    .await;
+    assert!(pooled, "{o:?}");
+    assert_eq!((o.exit_code, o.stdout.as_str()), (0, "started\n"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !marker.exists(),
+        "a process of the command outlived its run"
+    );
+
+    // A command that kills its keeper leaves no report: the run ends on the
+    // sandbox's own end, and nothing of the command outlives it.
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(
+        &sb,
+        &spec,
+        "(sleep 0.5; touch late) >/dev/null 2>&1 & kill -KILL $PPID; sleep 2",
+        moment,
+    )
+    .await;
+    assert!(pooled, "{o:?}");
+    assert_ne!(o.exit_code, 0, "{o:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !marker.exists(),
+        "a process of the command outlived its run"
+    );
+
+    // The socket is the keeper's alone: not among the command's
+    // descriptors (3 is `ls`'s own), and none of the keeper's (its parent,
+    // not dumpable) can be opened through /proc.
+    let moment = warm(&sb, &spec).await;
+    let (o, pooled) = run(
+        &sb,
+        &spec,
+        "ls /proc/self/fd; for fd in 3 4 5 6 7 8 9; do (echo x0 >&$fd) 2>/dev/null && echo wrote-$fd; done; \
+         for f in /proc/$PPID/fd/*; do (echo x0 > $f) 2>/dev/null && echo wrote-keeper-$f; done; exit 3",
+        moment,
+    )
+    .await;
+    assert!(pooled, "{o:?}");
+    assert_eq!(o.exit_code, 3, "{o:?}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines, ["0", "1", "2", "3"], "{o:?}");
+}

@@ -86,6 +86,28 @@ impl<R: AsyncRead + Unpin> OutputStream<R> {
         }
     }
 
+    /// Reads what the pipe holds now, without waiting, and closes it: for when
+    /// every writer has ended, although another holder of the pipe keeps it
+    /// from reaching end of file yet.
+    pub(super) fn drain_now(&mut self, on_line: &mut impl FnMut(&str)) -> io::Result<()>
+    where
+        R: std::os::fd::AsFd,
+    {
+        let Some(pipe) = &self.pipe else {
+            return Ok(());
+        };
+        let fd = pipe.as_fd().try_clone_to_owned()?;
+        rustix::io::ioctl_fionbio(&fd, true)?;
+        loop {
+            match rustix::io::read(&fd, &mut self.buf[..]) {
+                Ok(0) | Err(rustix::io::Errno::AGAIN) => return self.consume(Ok(0), on_line),
+                Ok(n) => self.consume(Ok(n), on_line)?,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// The kept text and whether anything was cut.
     pub(super) fn into_text(self) -> (String, bool) {
         self.capture.into_text()

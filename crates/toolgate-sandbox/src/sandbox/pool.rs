@@ -98,10 +98,16 @@ impl Pool {
             }
         };
         let Pooled {
-            started, socket, ..
+            mut started,
+            socket,
+            ..
         } = pooled;
+        let report = socket.try_clone().ok()?;
         match hand_out(socket, handout).await {
-            Ok(()) => Some(started),
+            Ok(()) => {
+                started.reported_on(report);
+                Some(started)
+            }
             // Stale, or it died: dropped, and so killed.
             Err(_) => None,
         }

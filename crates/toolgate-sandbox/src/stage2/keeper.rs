@@ -10,6 +10,9 @@
 //!   pid namespace ends it as well; the landlock backend has none, only this);
 //!
 //! and then ends as the command ended: the same exit code, or death by the same signal.
+//! A pooled sandbox's keeper first reports that end to toolgate, once the tree is
+//! ended ([`Report`]), on a socket only the keeper holds: toolgate can answer once the
+//! keeper is gone, while bubblewrap and the namespaces are still being torn down.
 //!
 //! It ignores TERM, INT, HUP and QUIT, which `process_kill` sends to every process of
 //! the tree: the command gets them and decides, the keeper follows. It forks after
@@ -41,6 +44,7 @@ pub(super) fn keep(
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
     denied: DeniedNames,
+    report: Option<OwnedFd>,
 ) -> Result<Infallible, Stage2Error> {
     let setup = |what: &str, e: &dyn std::fmt::Display| {
         Stage2Error::Setup(format!("cannot keep the command: {what}: {e}"))
@@ -66,6 +70,8 @@ pub(super) fn keep(
     // toolgate, before it could end the tree: the lifeline replaces it.
     rustix::process::set_parent_process_death_signal(None)
         .map_err(|e| setup("the parent-death signal", &e))?;
+    // Before the command is forked: it holds the keeper's end only until its exec.
+    let report = report.and_then(|pool| report_channel(&pool).ok());
     // After the lifeline thread: the guard's filter is this thread's alone,
     // and every thread started before it stays unfiltered.
     let umask = if denied.is_empty() {
@@ -83,7 +89,88 @@ pub(super) fn keep(
     }
     let status = reap_until(child);
     end_tree(me);
+    if let (Some(socket), Some(status)) = (report, status) {
+        Report::of(status).send(socket);
+    }
     end_as(status)
+}
+
+/// A socket of the keeper's own for its report, whose other end goes to
+/// toolgate over the pool's socket (with one byte, `P`). bubblewrap's
+/// processes hold the pool's socket as well; this one only the keeper holds
+/// (close-on-exec, the command drops it at its exec), so its end of file
+/// tells toolgate that the keeper, every thread of it (the creation guard's
+/// workers too), has ended.
+fn report_channel(pool: &OwnedFd) -> std::io::Result<OwnedFd> {
+    use rustix::net::{
+        AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags,
+        SocketType,
+    };
+    use std::os::fd::AsFd;
+    let (mine, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [theirs.as_fd()];
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(
+        pool,
+        &[std::io::IoSlice::new(b"P")],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(mine)
+}
+
+/// How the command ended, as the keeper reports it to toolgate after every
+/// process of the tree has ended: `x` and the exit code, or `k` and the
+/// signal, then a newline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// Exited with this code.
+    Exited(i32),
+    /// Killed by this signal.
+    Killed(i32),
+}
+
+impl Report {
+    fn of(status: WaitStatus) -> Report {
+        match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => Report::Exited(code),
+            (None, Some(signal)) => Report::Killed(signal),
+            (None, None) => Report::Exited(super::STAGE2_FAILURE),
+        }
+    }
+
+    fn send(self, socket: OwnedFd) {
+        use std::io::Write;
+        let _ = std::fs::File::from(socket).write_all(self.encode().as_bytes());
+    }
+
+    /// The bytes on the socket.
+    pub fn encode(self) -> String {
+        match self {
+            Report::Exited(code) => format!("x{code}\n"),
+            Report::Killed(signal) => format!("k{signal}\n"),
+        }
+    }
+
+    /// Reads a report back; `None` for anything else (a keeper that died
+    /// before reporting leaves nothing).
+    pub fn decode(bytes: &[u8]) -> Option<Report> {
+        let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+        let (tag, number) = text.split_at_checked(1)?;
+        let number: i32 = number.parse().ok()?;
+        match tag {
+            "x" if (0..=255).contains(&number) => Some(Report::Exited(number)),
+            "k" if (1..=64).contains(&number) => Some(Report::Killed(number)),
+            _ => None,
+        }
+    }
 }
 
 /// Forks and execs the command; its death signal ties it to the keeper, so a keeper
@@ -281,6 +368,24 @@ fn end_as(status: Option<WaitStatus>) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_round_trip_and_nothing_else_reads_as_one() {
+        for report in [Report::Exited(0), Report::Exited(255), Report::Killed(9)] {
+            assert_eq!(Report::decode(report.encode().as_bytes()), Some(report));
+        }
+        for bytes in [
+            &b"x7"[..],
+            b"x256\n",
+            b"k0\n",
+            b"y1\n",
+            b"x-1\n",
+            b"",
+            b"\n",
+        ] {
+            assert_eq!(Report::decode(bytes), None, "{bytes:?}");
+        }
+    }
 
     #[test]
     fn the_stat_line_is_read_past_a_command_name_with_parentheses() {

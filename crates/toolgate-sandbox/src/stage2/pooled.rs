@@ -22,7 +22,11 @@
 //! has already compared the plan it would make now with the one this
 //! sandbox was made from, so a protected name that appeared or vanished
 //! meanwhile never reaches a pooled sandbox. A pooled stage 2 runs one
-//! command: the socket is closed before the command starts.
+//! command. The keeper keeps the socket (close-on-exec, so the command
+//! never holds it) and reports there how the command ended once nothing of
+//! it is left (`keeper::Report`): toolgate answers then, without waiting
+//! for the keeper, bubblewrap and the namespaces to be torn down one after
+//! the other.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -180,16 +184,20 @@ fn identity(path: &Path) -> Option<[u64; 3]> {
 
 /// Says ready on `fd`, waits for the hand-out, checks that the sandbox is
 /// still what toolgate would make now, and answers. Returns the command and
-/// its environment, with stdin and the working directory in place.
-pub(super) fn wait(fd: i32, mounted: &Mounted) -> Result<Handout, Stage2Error> {
+/// its environment, with stdin and the working directory in place, and the
+/// socket, for the keeper's report.
+pub(super) fn wait(fd: i32, mounted: &Mounted) -> Result<(Handout, OwnedFd), Stage2Error> {
     // SAFETY: the descriptor number comes from our own parent, which opened
     // it for us and passed it in `--env-fd`; nothing else in this process
-    // uses it, and it is closed (dropped) before the command starts.
+    // uses it. Close-on-exec: the command never holds it.
     let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    rustix::io::fcntl_setfd(&socket, rustix::io::FdFlags::CLOEXEC)
+        .map_err(|e| Stage2Error::Setup(format!("the pool's socket: {e}")))?;
     let mut socket = std::fs::File::from(socket);
     let io = |e: std::io::Error| Stage2Error::Setup(format!("the pool's socket: {e}"));
     socket.write_all(b"R").map_err(io)?;
     let mut bytes = Vec::new();
+    // toolgate shuts its side for writing after the hand-out.
     socket.read_to_end(&mut bytes).map_err(io)?;
     if bytes.is_empty() {
         // Discarded without a command (the server ends, the pool is
@@ -207,7 +215,7 @@ pub(super) fn wait(fd: i32, mounted: &Mounted) -> Result<Handout, Stage2Error> {
                 null_stdin().map_err(|e| Stage2Error::Setup(format!("stdin: {e}")))?;
             }
             socket.write_all(b"G").map_err(io)?;
-            Ok(handout)
+            Ok((handout, socket.into()))
         }
         Err(reason) => {
             let _ = socket.write_all(format!("S{reason}").as_bytes());
