@@ -548,13 +548,10 @@ impl Supervisor {
         tokio::pin!(wait, feed, report);
         let mut fed = false;
         let mut reported = !has_report;
-        // After a report the child is still reaped here: a zombie would stay
-        // in the command's cgroup, which the run empties before it returns.
-        let mut reaped = false;
         loop {
             if let (Phase::Draining { until }, Some(exit)) = (self.phase, self.exit) {
                 let closed = outputs.stdout.is_closed() && outputs.stderr.is_closed();
-                if (closed && reaped) || Instant::now() >= until {
+                if closed || Instant::now() >= until {
                     return Ok(exit);
                 }
             }
@@ -570,13 +567,7 @@ impl Supervisor {
                     fed = true;
                     written?;
                 }
-                status = &mut wait, if !reaped => {
-                    reaped = true;
-                    let status = status?;
-                    if self.exit.is_none() {
-                        self.child_exited(status);
-                    }
-                }
+                status = &mut wait, if self.exit.is_none() => self.child_exited(status?),
                 end = &mut report, if !reported && self.exit.is_none() => {
                     reported = true;
                     if let Some(status) = end {
