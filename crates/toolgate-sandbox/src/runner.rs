@@ -163,13 +163,27 @@ pub async fn run_streaming(
 
 /// [`run_streaming`] with live stdin and the pid reported at spawn.
 pub async fn run_attached(
-    mut request: ExecRequest,
+    request: ExecRequest,
     attach: Attach,
     on_line: impl FnMut(Stream, &str) + Send,
 ) -> Result<ExecOutcome, RunnerError> {
+    run_reported(request, attach, on_line, None).await
+}
+
+/// [`run_attached`], taking the command's end from stage 2's keeper over
+/// `report` (see [`Started::reported_on`]).
+pub(crate) async fn run_reported(
+    mut request: ExecRequest,
+    attach: Attach,
+    on_line: impl FnMut(Stream, &str) + Send,
+    report: Option<std::os::unix::net::UnixStream>,
+) -> Result<ExecOutcome, RunnerError> {
     let stdin_data = request.stdin.take();
     let pipe_stdin = stdin_data.is_some() || attach.stdin.is_some();
-    let started = start_with(request, pipe_stdin)?;
+    let mut started = start_with(request, pipe_stdin)?;
+    if let Some(report) = report {
+        started.reported_on(report);
+    }
     started.run(stdin_data, attach, on_line).await
 }
 

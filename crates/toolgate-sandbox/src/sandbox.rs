@@ -17,7 +17,7 @@ mod new_repos;
 mod pool;
 
 use cleanup::Audit;
-use environment::env_pipe;
+use environment::{env_pipe, env_socket};
 use journal::Journal;
 pub use network::EgressSetup;
 use network::{RunningProxy, egress_for};
@@ -431,7 +431,20 @@ impl Sandbox {
                 started.run(command.stdin.clone(), attach, on_line).await
             }
             None => {
+                let mut report = None;
                 let request = match self.backend {
+                    // A server's sandbox answers on its keeper's report (as a
+                    // pooled one does); a one-shot process, which ends right
+                    // after, waits for its sandbox to be torn down.
+                    Backend::Bwrap if self.pool.is_some() => {
+                        let (env, ours) = env_socket(&env)?;
+                        report = Some(ours);
+                        staged(
+                            request(&command, spec, plan.argv, Vec::new()),
+                            env,
+                            self.backend,
+                        )
+                    }
                     Backend::Bwrap | Backend::Landlock => staged(
                         request(&command, spec, plan.argv, Vec::new()),
                         env_pipe(&env)?,
@@ -439,7 +452,7 @@ impl Sandbox {
                     ),
                     Backend::None => request(&command, spec, plan.argv, env),
                 };
-                runner::run_attached(request, attach, on_line).await
+                runner::run_reported(request, attach, on_line, report).await
             }
         };
         if let (Some(pool), Some(key)) = (&self.pool, key) {

@@ -249,7 +249,11 @@ impl Stage2Args {
 pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error {
     let run = |confined: Confined| {
         let (command, env, denied, report) = match confined {
-            Confined::Now { env, denied } => (command.to_vec(), env, denied, None),
+            Confined::Now {
+                env,
+                denied,
+                socket,
+            } => (command.to_vec(), env, denied, socket),
             Confined::Pooled { fd, mounted } => {
                 let (handout, socket) = pooled::wait(fd, &mounted)?;
                 // Their directories as they are now.
@@ -290,6 +294,9 @@ enum Confined {
     Now {
         env: Vec<(OsString, OsString)>,
         denied: creations::DeniedNames,
+        /// The environment's descriptor when it is a socket: the keeper's
+        /// report goes back over it.
+        socket: Option<OwnedFd>,
     },
     /// It is not yet (`--pooled`): the socket it comes on, and the masks as
     /// mounted.
@@ -305,14 +312,18 @@ fn confine(args: &Stage2Args, pooled: bool) -> Result<Confined, Stage2Error> {
             mounted: pooled::Mounted::record(&args.masks),
         },
         (true, None) => return Err(Stage2Error::Setup("--pooled needs --env-fd".into())),
-        (false, fd) => Confined::Now {
-            // Their directories as the command sees them, masks and all.
-            denied: creations::DeniedNames::open(&args.deny_create, &args.deny_write)?,
-            env: match fd {
+        (false, fd) => {
+            let (env, socket) = match fd {
                 Some(fd) => read_env(fd)?,
-                None => Vec::new(),
-            },
-        },
+                None => (Vec::new(), None),
+            };
+            Confined::Now {
+                // Their directories as the command sees them, masks and all.
+                denied: creations::DeniedNames::open(&args.deny_create, &args.deny_write)?,
+                env,
+                socket,
+            }
+        }
     };
     // Without no_new_privs a setuid binary would regain what we drop.
     rustix::thread::set_no_new_privs(true)
@@ -332,15 +343,26 @@ fn confine(args: &Stage2Args, pooled: bool) -> Result<Confined, Stage2Error> {
     Ok(confined)
 }
 
-fn read_env(fd: i32) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
+/// A command's environment, in order.
+type Environment = Vec<(OsString, OsString)>;
+
+/// Reads the environment from `fd` to its end; returns it, and the
+/// descriptor when it is a socket (made close-on-exec: the command never
+/// holds it), for the keeper's report.
+fn read_env(fd: i32) -> Result<(Environment, Option<OwnedFd>), Stage2Error> {
     // SAFETY: the descriptor number comes from our own parent, which opened
     // it for us and passed it in `--env-fd`; nothing else in this process
-    // uses it, and taking ownership closes it before the exec.
+    // uses it, and a pipe is closed here, a socket made close-on-exec.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let setup = |e: std::io::Error| Stage2Error::Setup(format!("cannot read the environment: {e}"));
+    rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC).map_err(|e| setup(e.into()))?;
+    let mut file = std::fs::File::from(owned);
     let mut bytes = Vec::new();
-    std::fs::File::from(owned)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Stage2Error::Setup(format!("cannot read the environment: {e}")))?;
+    file.read_to_end(&mut bytes).map_err(setup)?;
+    let is_socket = rustix::fs::fstat(&file).is_ok_and(|s| {
+        rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Socket
+    });
+    let socket = is_socket.then(|| OwnedFd::from(file));
     let mut env = Vec::new();
     for record in bytes.split(|b| *b == 0).filter(|r| !r.is_empty()) {
         let Some(eq) = record.iter().position(|b| *b == b'=') else {
@@ -351,7 +373,7 @@ fn read_env(fd: i32) -> Result<Vec<(OsString, OsString)>, Stage2Error> {
             OsStr::from_bytes(&record[eq + 1..]).to_owned(),
         ));
     }
-    Ok(env)
+    Ok((env, socket))
 }
 
 /// Serialises an environment for `--env-fd`.
@@ -470,6 +492,8 @@ mod tests {
         std::io::Write::write_all(&mut w, &bytes).unwrap();
         drop(w);
         let fd = std::os::fd::IntoRawFd::into_raw_fd(OwnedFd::from(r));
-        assert_eq!(read_env(fd).unwrap(), env);
+        let (read, socket) = read_env(fd).unwrap();
+        assert_eq!(read, env);
+        assert!(socket.is_none(), "a pipe is no report socket");
     }
 }

@@ -198,8 +198,8 @@ async fn a_root_replaced_after_the_pool_started_is_the_new_one() {
     assert!(!dir.path().join("moved/made").exists());
 }
 
-/// A pooled sandbox's keeper reports the command's end on the pool's
-/// socket once nothing of it is left, and the run ends on that report: the
+/// A server's sandbox (pooled or fresh) has its keeper report the command's
+/// end once nothing of it is left, and the run ends on that report: the
 /// exit code or signal comes through, all the output is read, nothing the
 /// command started is alive after the run, and the command cannot reach
 /// the socket to report an end of its own.
@@ -209,6 +209,17 @@ async fn the_keepers_report_ends_a_pooled_run_with_everything_the_command_left()
     let root = root_in(&dir);
     let sb = pooled_sandbox(&dir.path().join("state"));
     let spec = SandboxSpec::for_root(&root);
+
+    // A fresh sandbox of a server's reports the same way: the pooled one
+    // went stale (a protected name appeared), so the command gets a fresh one.
+    let moment = warm(&sb, &spec).await;
+    std::fs::create_dir(root.join(".vscode")).unwrap();
+    let (o, pooled) = run(&sb, &spec, "echo out; echo err >&2; exit 7", moment).await;
+    assert!(!pooled, "{o:?}");
+    assert_eq!(
+        (o.exit_code, o.signal, o.stdout.as_str(), o.stderr.as_str()),
+        (7, None, "out\n", "err\n")
+    );
 
     let moment = warm(&sb, &spec).await;
     let (o, pooled) = run(&sb, &spec, "echo out; echo err >&2; exit 7", moment).await;

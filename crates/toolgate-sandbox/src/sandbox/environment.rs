@@ -122,6 +122,27 @@ pub(super) fn system_path_entries(path: &str, writable: impl Fn(&Path) -> bool) 
 
 /// A pipe holding the environment; the read end goes to stage 2. The values
 /// travel through it so they never appear in any argv.
+/// The environment on one end of a socket pair, the other end shut for
+/// writing once it is written (stage 2 reads it to its end): stage 2's
+/// keeper then hands toolgate its report socket over it (see
+/// `runner::Started::reported_on`). Returns stage 2's end and toolgate's.
+pub(super) fn env_socket(
+    env: &[(OsString, OsString)],
+) -> Result<(OwnedFd, std::os::unix::net::UnixStream), SandboxError> {
+    let bytes = encode_env(env);
+    if bytes.len() > 60 * 1024 {
+        return Err(SandboxError::Setup(
+            "the environment is larger than 60 KiB".into(),
+        ));
+    }
+    let setup = |e: std::io::Error| SandboxError::Setup(format!("socket pair: {e}"));
+    let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(setup)?;
+    // Fits in the socket's buffer, so this never blocks.
+    ours.write_all(&bytes).map_err(setup)?;
+    ours.shutdown(std::net::Shutdown::Write).map_err(setup)?;
+    Ok((OwnedFd::from(theirs), ours))
+}
+
 pub(super) fn env_pipe(env: &[(OsString, OsString)]) -> Result<OwnedFd, SandboxError> {
     let bytes = encode_env(env);
     let (read, write) = std::io::pipe().map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
