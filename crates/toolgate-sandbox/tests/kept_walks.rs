@@ -18,11 +18,10 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use tokio::sync::Mutex;
 use toolgate_sandbox::repos::watched::walks;
-use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxOutcome, SandboxSpec};
+use toolgate_sandbox::{Sandbox, SandboxOutcome};
 
 /// The tests count this process's walks: one at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
@@ -56,13 +55,7 @@ impl World {
     }
 
     async fn run(&self, script: &str) -> SandboxOutcome {
-        self.sandbox
-            .run(
-                &SandboxSpec::for_root(&self.root),
-                SandboxCommand::shell(script).timeout(Duration::from_secs(60)),
-            )
-            .await
-            .unwrap()
+        common::run_shell(&self.sandbox, &self.root, script).await
     }
 
     /// Runs `script` and returns how many walks it cost.

@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -73,13 +75,7 @@ impl World {
     }
 
     async fn run(&self, script: &str) -> SandboxOutcome {
-        self.sandbox
-            .run(
-                &SandboxSpec::for_root(&self.root),
-                SandboxCommand::shell(script).timeout(Duration::from_secs(60)),
-            )
-            .await
-            .unwrap()
+        common::run_shell(&self.sandbox, &self.root, script).await
     }
 
     /// Host git as the user runs it: no system or global config of the

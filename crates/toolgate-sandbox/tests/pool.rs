@@ -209,35 +209,29 @@ async fn the_keepers_report_ends_a_pooled_run_with_everything_the_command_left()
     let root = root_in(&dir);
     let sb = pooled_sandbox(&dir.path().join("state"));
     let spec = SandboxSpec::for_root(&root);
+    let exit_7 = "echo out; echo err >&2; exit 7";
+    let exited_7 = |o: &ExecOutcome| {
+        assert_eq!(
+            (o.exit_code, o.signal, o.stdout.as_str(), o.stderr.as_str()),
+            (7, None, "out\n", "err\n")
+        );
+    };
 
     // A fresh sandbox of a server's reports the same way: the pooled one
     // went stale (a protected name appeared), so the command gets a fresh one.
     let moment = warm(&sb, &spec).await;
     std::fs::create_dir(root.join(".vscode")).unwrap();
-    let (o, pooled) = run(&sb, &spec, "echo out; echo err >&2; exit 7", moment).await;
+    let (o, pooled) = run(&sb, &spec, exit_7, moment).await;
     assert!(!pooled, "{o:?}");
-    assert_eq!(
-        (o.exit_code, o.signal, o.stdout.as_str(), o.stderr.as_str()),
-        (7, None, "out\n", "err\n")
-    );
+    exited_7(&o);
 
-    let moment = warm(&sb, &spec).await;
-    let (o, pooled) = run(&sb, &spec, "echo out; echo err >&2; exit 7", moment).await;
-    assert!(pooled, "{o:?}");
-    assert_eq!(
-        (o.exit_code, o.signal, o.stdout.as_str(), o.stderr.as_str()),
-        (7, None, "out\n", "err\n")
-    );
+    exited_7(&run_pooled(&sb, &spec, exit_7).await);
 
-    let moment = warm(&sb, &spec).await;
-    let (o, pooled) = run(&sb, &spec, "kill -KILL $$", moment).await;
-    assert!(pooled, "{o:?}");
+    let o = run_pooled(&sb, &spec, "kill -KILL $$").await;
     assert_eq!((o.exit_code, o.signal), (137, Some(9)), "{o:?}");
 
     // More than a pipe holds, written up to the end.
-    let moment = warm(&sb, &spec).await;
-    let (o, pooled) = run(&sb, &spec, "seq 1 100000", moment).await;
-    assert!(pooled, "{o:?}");
+    let o = run_pooled(&sb, &spec, "seq 1 100000").await;
     assert_eq!(
         o.stdout.lines().count(),
         100_000,
@@ -249,54 +243,35 @@ async fn the_keepers_report_ends_a_pooled_run_with_everything_the_command_left()
     // A process left behind is ended before the report: it never writes
     // its marker (checked well after the run).
     let marker = root.join("late");
-    let moment = warm(&sb, &spec).await;
-    let (o, pooled) = run(
-        &sb,
-        &spec,
-        "(sleep 0.5; touch late) >/dev/null 2>&1 & echo started",
-        moment,
-    )
-    .await;
-    assert!(pooled, "{o:?}");
+    let late = "(sleep 0.5; touch late) >/dev/null 2>&1 &";
+    let o = run_pooled(&sb, &spec, &format!("{late} echo started")).await;
     assert_eq!((o.exit_code, o.stdout.as_str()), (0, "started\n"));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(
-        !marker.exists(),
-        "a process of the command outlived its run"
-    );
-
     // A command that kills its keeper leaves no report: the run ends on the
     // sandbox's own end, and nothing of the command outlives it.
-    let moment = warm(&sb, &spec).await;
-    let (o, pooled) = run(
-        &sb,
-        &spec,
-        "(sleep 0.5; touch late) >/dev/null 2>&1 & kill -KILL $PPID; sleep 2",
-        moment,
-    )
-    .await;
-    assert!(pooled, "{o:?}");
+    let o = run_pooled(&sb, &spec, &format!("{late} kill -KILL $PPID; sleep 2")).await;
     assert_ne!(o.exit_code, 0, "{o:?}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(
-        !marker.exists(),
-        "a process of the command outlived its run"
-    );
+    assert!(!marker.exists(), "a process of a command outlived its run");
 
     // The socket is the keeper's alone: not among the command's
     // descriptors (3 is `ls`'s own), and none of the keeper's (its parent,
     // not dumpable) can be opened through /proc.
-    let moment = warm(&sb, &spec).await;
-    let (o, pooled) = run(
+    let o = run_pooled(
         &sb,
         &spec,
         "ls /proc/self/fd; for fd in 3 4 5 6 7 8 9; do (echo x0 >&$fd) 2>/dev/null && echo wrote-$fd; done; \
          for f in /proc/$PPID/fd/*; do (echo x0 > $f) 2>/dev/null && echo wrote-keeper-$f; done; exit 3",
-        moment,
     )
     .await;
-    assert!(pooled, "{o:?}");
     assert_eq!(o.exit_code, 3, "{o:?}");
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines, ["0", "1", "2", "3"], "{o:?}");
+}
+
+/// Runs `script` in a pooled sandbox, made ready first.
+async fn run_pooled(sb: &Sandbox, spec: &SandboxSpec, script: &str) -> ExecOutcome {
+    let moment = warm(sb, spec).await;
+    let (o, pooled) = run(sb, spec, script, moment).await;
+    assert!(pooled, "the pooled sandbox was not used: {o:?}");
+    o
 }

@@ -5,11 +5,21 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use toolgate_sandbox::{Sandbox, SandboxConfig};
+use toolgate_sandbox::{Sandbox, SandboxCommand, SandboxConfig, SandboxOutcome, SandboxSpec};
 
 /// The sandbox with this crate's stage 2 and its state in `state`.
 pub fn sandbox(state: &Path) -> Sandbox {
     Sandbox::new(config(state)).unwrap()
+}
+
+/// Runs `script` with sh in `sandbox`, `root` its one writable root, within
+/// a minute; it must start.
+pub async fn run_shell(sandbox: &Sandbox, root: &Path, script: &str) -> SandboxOutcome {
+    let command = SandboxCommand::shell(script).timeout(std::time::Duration::from_secs(60));
+    sandbox
+        .run(&SandboxSpec::for_root(root), command)
+        .await
+        .unwrap()
 }
 
 /// The configuration `sandbox` uses, to adjust.
