@@ -13,7 +13,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use toolgate_core::{CallContext, Registry};
 use toolgate_policy::{Executor, Policy};
-use toolgate_sandbox::{LocalWorkspace, Sandbox, SandboxConfig};
+use toolgate_sandbox::{LocalWorkspace, Sandbox, SandboxConfig, Workspace};
 use toolgate_tools::{Fs, Limits, register_fs_tools};
 
 /// A small source tree: `src/` with 200 files, one 2000-line file.
@@ -146,6 +146,31 @@ fn small_calls(c: &mut Criterion) {
         ("ls_50_entries", "ls", json!({"path": "dir50"})),
     ];
     bench_cases(&mut group, &rt, &executor, &ctx, &cases);
+    // The stages of the `ls` call: the jail's listing alone (one getdents
+    // and an lstat per entry), and the call's result written as JSON (its
+    // text and facts, as the transport sends them).
+    let ws = LocalWorkspace::new(
+        "bench",
+        vec![root.clone()],
+        root.clone(),
+        Sandbox::new(SandboxConfig::new(
+            PathBuf::from("/nonexistent"),
+            tmp.path().join("state"),
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let (jail, rel) = ws.jail_for(Path::new("dir50")).unwrap();
+    group.bench_function("ls_50_entries_jail_list", |b| {
+        b.iter(|| black_box(jail.list(&rel).unwrap()));
+    });
+    let listed = rt
+        .block_on(executor.call("ls", json!({"path": "dir50"}), &ctx))
+        .unwrap()
+        .output;
+    group.bench_function("ls_50_entries_result_to_json", |b| {
+        b.iter(|| black_box(serde_json::to_vec(&listed).unwrap()));
+    });
     group.finish();
 }
 
