@@ -1,6 +1,7 @@
 //! What every file tool shares: the workspace, the limits, and the one way
 //! a path argument becomes a place in a jail.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -202,8 +203,9 @@ pub(crate) fn utc_minutes(secs: u64) -> String {
 /// into a listing without a String of its own.
 pub(crate) struct UtcMinutes(pub u64);
 
-impl std::fmt::Display for UtcMinutes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl UtcMinutes {
+    /// Year, month, day, hour and minute.
+    fn civil(&self) -> (i64, i64, i64, u64, u64) {
         let secs = self.0;
         let days = secs / 86_400;
         let rem = secs % 86_400;
@@ -217,12 +219,40 @@ impl std::fmt::Display for UtcMinutes {
         let day = doy - (153 * mp + 2) / 5 + 1;
         let month = if mp < 10 { mp + 3 } else { mp - 9 };
         let year = yoe + era * 400 + i64::from(month <= 2);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02} {:02}:{:02}",
-            rem / 3600,
-            rem % 3600 / 60
-        )
+        (year, month, day, rem / 3600, rem % 3600 / 60)
+    }
+
+    /// Appends the time to `text`: what Display writes, digit by digit (a
+    /// listing writes one per entry, and the formatting machinery's padded
+    /// integers cost more than the whole row otherwise).
+    pub(crate) fn push_to(&self, text: &mut String) {
+        let (year, month, day, hour, minute) = self.civil();
+        let Ok(year @ 0..=9999) = u64::try_from(year) else {
+            // Writing to a String cannot fail.
+            let _ = write!(text, "{self}");
+            return;
+        };
+        let mut out = *b"0000-00-00 00:00";
+        let digits = |out: &mut [u8], mut n: u64| {
+            for place in out.iter_mut().rev() {
+                *place = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        digits(&mut out[0..4], year);
+        digits(&mut out[5..7], month.unsigned_abs());
+        digits(&mut out[8..10], day.unsigned_abs());
+        digits(&mut out[11..13], hour);
+        digits(&mut out[14..16], minute);
+        // Only ASCII digits and separators were written.
+        text.extend(out.iter().map(|&b| char::from(b)));
+    }
+}
+
+impl std::fmt::Display for UtcMinutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (year, month, day, hour, minute) = self.civil();
+        write!(f, "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}")
     }
 }
 
@@ -233,6 +263,32 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
 
 /// [`human_bytes`] as a Display, for writing straight into a listing.
 pub(crate) struct HumanBytes(pub u64);
+
+impl HumanBytes {
+    /// Appends the size to `text`; under a KiB (most files of a source
+    /// tree) digit by digit, without the formatting machinery.
+    pub(crate) fn push_to(&self, text: &mut String) {
+        let bytes = self.0;
+        if bytes >= 1024 {
+            // Writing to a String cannot fail.
+            let _ = write!(text, "{self}");
+            return;
+        }
+        let mut out = [b'0'; 4];
+        let mut n = bytes;
+        let mut start = out.len();
+        loop {
+            start -= 1;
+            out[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        text.extend(out[start..].iter().map(|&b| char::from(b)));
+        text.push_str(" B");
+    }
+}
 
 impl std::fmt::Display for HumanBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -263,5 +319,43 @@ mod tests {
         assert_eq!(human_bytes(812), "812 B");
         assert_eq!(human_bytes(4096), "4.0 KiB");
         assert_eq!(human_bytes(12_900_000), "12.3 MiB");
+    }
+
+    /// What a listing writes digit by digit is what Display writes.
+    #[test]
+    fn pushed_dates_and_sizes_match_display() {
+        let times = [
+            0,
+            59,
+            951_782_400,
+            1_796_130_060,
+            253_402_300_799, // 9999-12-31 23:59:59
+            253_402_300_800, // 10000-01-01: wider than four digits
+            u64::MAX,
+        ];
+        for secs in times {
+            let mut pushed = String::from("x");
+            UtcMinutes(secs).push_to(&mut pushed);
+            assert_eq!(pushed, format!("x{}", UtcMinutes(secs)), "{secs}");
+        }
+        for bytes in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            812,
+            999,
+            1000,
+            1023,
+            1024,
+            4096,
+            u64::MAX,
+        ] {
+            let mut pushed = String::from("x");
+            HumanBytes(bytes).push_to(&mut pushed);
+            assert_eq!(pushed, format!("x{}", HumanBytes(bytes)), "{bytes}");
+        }
     }
 }

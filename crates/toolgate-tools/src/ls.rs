@@ -1,6 +1,6 @@
 //! `ls`: a directory listing, or a tree a few levels deep.
 
-use std::fmt::Write as _;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -76,6 +76,9 @@ impl TypedTool for LsTool {
 struct Listing {
     /// The rows of the text, rendered once every width is known.
     rows: Vec<Row>,
+    /// The rows' size columns, back to back: one buffer for the listing,
+    /// not a String per row.
+    cells: String,
     entries: Vec<Value>,
     limit: usize,
     truncated: bool,
@@ -84,19 +87,22 @@ struct Listing {
 
 /// One row of the text listing: `   4.0 KiB  2026-12-01 13:01  name`.
 struct Row {
-    /// The size of a file, or what the entry is (`dir`, `symlink`, `special`).
-    size: String,
+    /// Where in [`Listing::cells`] the size column's text is: the size of a
+    /// file, or what the entry is (`dir`, `symlink`, `special`).
+    size: Range<usize>,
     modified: Option<u64>,
     /// Depth in the tree: the name is indented two spaces a level.
     level: u32,
-    /// The name with `/` for a directory and `@` for a symlink.
     name: String,
+    /// `/` for a directory and `@` for a symlink, after the name.
+    suffix: &'static str,
 }
 
 fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOutput, ToolError> {
     let shown = place.shown.trim_end_matches('/');
     let mut listing = Listing {
         rows: Vec::new(),
+        cells: String::new(),
         entries: Vec::new(),
         limit,
         truncated: false,
@@ -112,12 +118,13 @@ fn ls(place: &Located, depth: u32, hidden: bool, limit: usize) -> Result<ToolOut
     walk(place, &place.rel, entries, 0, depth, absolute, &mut listing)?;
     let Listing {
         rows,
+        cells,
         entries,
         truncated,
         ..
     } = listing;
     let mut text = format!("{shown}/\n");
-    render(&mut text, &rows);
+    render(&mut text, &rows, &cells);
     let count = entries.len();
     if count == 0 {
         text.push_str(if hidden {
@@ -222,12 +229,18 @@ fn walk(
             return Ok(());
         }
         let modified = unix_seconds(entry.modified);
-        out.entries.push(json!({
-            "path": format!("{prefix}{separator}{}", entry.name),
-            "type": kind_word(entry.kind),
-            "size": entry.size,
-            "modified": modified,
-        }));
+        let mut path = String::with_capacity(prefix.len() + separator.len() + entry.name.len());
+        path.push_str(&prefix);
+        path.push_str(separator);
+        path.push_str(&entry.name);
+        // Built by hand: json! would copy the path once more (it serializes
+        // every value it is given).
+        let mut facts = Map::new();
+        facts.insert("path".to_owned(), Value::String(path));
+        facts.insert("type".to_owned(), kind_word(entry.kind).into());
+        facts.insert("size".to_owned(), entry.size.into());
+        facts.insert("modified".to_owned(), modified.into());
+        out.entries.push(Value::Object(facts));
         // `.git` is listed but not descended into: its inside is git's.
         let descend = entry.kind == EntryKind::Dir && level + 1 < depth && entry.name != ".git";
         let rel = if descend {
@@ -235,7 +248,8 @@ fn walk(
         } else {
             None
         };
-        out.rows.push(Row::of(entry, modified, level));
+        let row = Row::of(entry, modified, level, &mut out.cells);
+        out.rows.push(row);
         if let Some(rel) = rel {
             let inner = place.jail.list(&rel).map_err(jail_error)?;
             walk(place, &rel, inner, level + 1, depth, absolute, out)?;
@@ -248,41 +262,57 @@ fn walk(
 }
 
 impl Row {
-    fn of(entry: EntryInfo, modified: Option<u64>, level: u32) -> Row {
-        let (size, suffix) = match entry.kind {
-            EntryKind::File => (HumanBytes(entry.size).to_string(), ""),
-            EntryKind::Dir => ("dir".to_owned(), "/"),
-            EntryKind::Symlink => ("symlink".to_owned(), "@"),
-            EntryKind::Other => ("special".to_owned(), ""),
+    fn of(entry: EntryInfo, modified: Option<u64>, level: u32, cells: &mut String) -> Row {
+        let start = cells.len();
+        let suffix = match entry.kind {
+            EntryKind::File => {
+                HumanBytes(entry.size).push_to(cells);
+                ""
+            }
+            EntryKind::Dir => {
+                cells.push_str("dir");
+                "/"
+            }
+            EntryKind::Symlink => {
+                cells.push_str("symlink");
+                "@"
+            }
+            EntryKind::Other => {
+                cells.push_str("special");
+                ""
+            }
         };
-        let mut name = entry.name;
-        name.push_str(suffix);
         Row {
-            size,
+            size: start..cells.len(),
             modified,
             level,
-            name,
+            name: entry.name,
+            suffix,
         }
     }
 }
 
 /// Writes the rows as aligned columns: the size right-aligned to the widest
 /// one, the time, then the name last (indented by its level), so a name of
-/// any length never shifts the other columns.
-fn render(text: &mut String, rows: &[Row]) {
+/// any length never shifts the other columns. Every cell is ASCII but the
+/// name, so bytes are columns.
+fn render(text: &mut String, rows: &[Row], cells: &str) {
     let width = rows.iter().map(|r| r.size.len()).max().unwrap_or(0);
+    // A row is about 24 bytes besides its size and name.
+    text.reserve(rows.iter().map(|r| width + 24 + r.name.len()).sum());
     for row in rows {
-        // Writing to a String cannot fail.
-        let _ = write!(text, "  {:>width$}  ", row.size);
-        let _ = match row.modified {
-            Some(secs) => write!(text, "{}", UtcMinutes(secs)),
-            None => write!(text, "{:<16}", "-"),
-        };
         text.push_str("  ");
-        for _ in 0..row.level {
-            text.push_str("  ");
+        text.extend(std::iter::repeat_n(' ', width - row.size.len()));
+        text.push_str(&cells[row.size.clone()]);
+        text.push_str("  ");
+        match row.modified {
+            Some(secs) => UtcMinutes(secs).push_to(text),
+            None => text.push_str("-               "),
         }
+        text.push_str("  ");
+        text.extend(std::iter::repeat_n(' ', 2 * row.level as usize));
         text.push_str(&row.name);
+        text.push_str(row.suffix);
         text.push('\n');
     }
 }
