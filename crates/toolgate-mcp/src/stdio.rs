@@ -157,7 +157,14 @@ where
             bytes.push(b'\n');
             bytes
         });
-        async move { write_line(output, bytes.map_err(io::Error::from)?).await }
+        async move {
+            let written = write_line(output, bytes.map_err(io::Error::from)?).await;
+            // Freed once the line is out, not before: a large result (an
+            // `ls` of a directory, its facts an object per entry) takes as
+            // long to free as to write, and the client waits for the line.
+            drop(item);
+            written
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
