@@ -116,6 +116,9 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
     if text.trim().is_empty() {
         return Screened::Blank;
     }
+    if let Some(call) = tools_call(text) {
+        return Screened::Message(call);
+    }
     // The common case parses once, straight into rmcp's type.
     let typed = match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
         Ok(message) => {
@@ -131,6 +134,141 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
     match serde_json::from_str::<Value>(text) {
         Err(e) => Screened::Refused(Refusal::parse_error(&brief(&e.to_string()))),
         Ok(value) => Screened::Refused(not_a_message(&value, &typed)),
+    }
+}
+
+/// A `tools/call` request read straight into rmcp's type. rmcp's own parse
+/// buffers the message and tries each request type it knows in turn (a
+/// `tools/call` is the fourteenth; each miss formats an error and drops
+/// it), which costs a small call more than reading its arguments. Only a
+/// message whose envelope is plainly a `tools/call` request takes this way;
+/// anything it does not parse goes rmcp's way, so what passes, and every
+/// error, is what rmcp makes of it.
+fn tools_call(text: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
+    use rmcp::model::{CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest};
+    let envelope: Envelope = serde_json::from_str(text).ok()?;
+    if !envelope.is_plain_tools_call() {
+        return None;
+    }
+    let request: JsonRpcRequest<CallToolRequest> = serde_json::from_str(text).ok()?;
+    Some(JsonRpcMessage::Request(JsonRpcRequest {
+        jsonrpc: request.jsonrpc,
+        id: request.id,
+        request: ClientRequest::CallToolRequest(request.request),
+    }))
+}
+
+/// How often each key of a message's envelope appears, and whether its
+/// method is `tools/call`; values are skipped, not read.
+#[derive(Default)]
+struct Envelope {
+    /// `jsonrpc`, `id`, `method`, `params`, `result`, `error`.
+    counts: [u32; 6],
+    tools_call: bool,
+}
+
+impl Envelope {
+    const KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+    /// What rmcp takes for a request (a method and an id, no result or
+    /// error), each key once (a repeated key is left to rmcp's reading),
+    /// calling `tools/call`.
+    fn is_plain_tools_call(&self) -> bool {
+        self.tools_call && self.counts == [1, 1, 1, 1, 0, 0]
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, Visitor};
+
+        /// A key, read without a String of its own.
+        struct Key(Option<usize>);
+        impl<'de> serde::Deserialize<'de> for Key {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_str(KeyVisitor)
+            }
+        }
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Key, E> {
+                Ok(Key(Envelope::KEYS.iter().position(|k| *k == key)))
+            }
+        }
+
+        /// Whether a method value is the string `tools/call`.
+        struct IsToolsCall(bool);
+        impl<'de> serde::Deserialize<'de> for IsToolsCall {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_any(IsToolsCallVisitor)
+            }
+        }
+        struct IsToolsCallVisitor;
+        impl<'de> Visitor<'de> for IsToolsCallVisitor {
+            type Value = IsToolsCall;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a method")
+            }
+            fn visit_str<E: serde::de::Error>(self, method: &str) -> Result<IsToolsCall, E> {
+                Ok(IsToolsCall(method == "tools/call"))
+            }
+            // Anything else is no tools/call: skipped whole.
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IsToolsCall, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IsToolsCall(false))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<IsToolsCall, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IsToolsCall(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<IsToolsCall, E> {
+                Ok(IsToolsCall(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<IsToolsCall, E> {
+                Ok(IsToolsCall(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<IsToolsCall, E> {
+                Ok(IsToolsCall(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IsToolsCall, E> {
+                Ok(IsToolsCall(false))
+            }
+            fn visit_unit<E>(self) -> Result<IsToolsCall, E> {
+                Ok(IsToolsCall(false))
+            }
+        }
+
+        struct EnvelopeVisitor;
+        impl<'de> Visitor<'de> for EnvelopeVisitor {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+                let mut envelope = Envelope::default();
+                while let Some(Key(key)) = map.next_key()? {
+                    match key {
+                        Some(2) => envelope.tools_call = map.next_value::<IsToolsCall>()?.0,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                    if let Some(i) = key {
+                        envelope.counts[i] += 1;
+                    }
+                }
+                Ok(envelope)
+            }
+        }
+
+        deserializer.deserialize_map(EnvelopeVisitor)
     }
 }
 
@@ -563,11 +701,88 @@ mod tests {
             check_refusal(&input);
         }
 
+        /// Envelopes of any mix of keys and values: the short way reads
+        /// nothing rmcp would read otherwise.
+        #[test]
+        fn the_short_way_reads_only_what_rmcp_reads(
+            fields in proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("jsonrpc"), Just("id"), Just("method"), Just("params"),
+                        Just("result"), Just("error"), Just("x"),
+                    ],
+                    prop_oneof![
+                        Just(r#""2.0""#), Just("1"), Just("-1"), Just("1.5"), Just("null"),
+                        Just(r#""a""#), Just(r#""tools/call""#), Just("[]"),
+                        Just(r#"{"name":"ls"}"#), Just(r#"{"name":"ls","arguments":{"p":1}}"#),
+                        Just(r#"{"name":1}"#), Just(r#"{"name":"ls","_meta":{"progressToken":"t"}}"#),
+                        Just("{}"),
+                    ],
+                ),
+                0..8,
+            )
+        ) {
+            let body: Vec<String> = fields.iter().map(|(k, v)| format!(r#""{k}":{v}"#)).collect();
+            read_as_rmcp_does(&format!("{{{}}}", body.join(",")));
+        }
+
         #[test]
         fn json_like_input_too(input in r#"[\[\]{}":,0-9a-z.eE+\- \\]{0,120}"#) {
             check_refusal(input.as_bytes());
             let framed = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{input}}}"#);
             check_refusal(framed.as_bytes());
+            read_as_rmcp_does(&framed);
+        }
+    }
+
+    /// What the short way reads is what rmcp reads; what it leaves is left
+    /// to rmcp (`None`).
+    fn read_as_rmcp_does(text: &str) -> bool {
+        let Some(short) = tools_call(text) else {
+            return false;
+        };
+        let rmcp = serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text)
+            .expect("rmcp reads what the short way reads");
+        assert_eq!(format!("{short:?}"), format!("{rmcp:?}"), "{text}");
+        assert_eq!(
+            serde_json::to_value(&short).unwrap(),
+            serde_json::to_value(&rmcp).unwrap(),
+            "{text}"
+        );
+        true
+    }
+
+    #[test]
+    fn tools_calls_are_read_the_short_way_as_rmcp_reads_them() {
+        let short = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ls","arguments":{"path":"a"}}}"#,
+            r#"{"method":"tools/call","params":{"name":"read"},"id":"x-1","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools\/call","params":{"name":"ls","arguments":{},"_meta":{"progressToken":3}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ls","task":{"ttl":5}},"x":[1,{"y":null}]}"#,
+            r#" {"jsonrpc":"2.0","id":-3,"method":"tools/call","params":{"name":"a","arguments":{"n":1.5e3,"s":"é"}}} "#,
+        ];
+        for text in short {
+            assert!(read_as_rmcp_does(text), "not read the short way: {text}");
+        }
+        // Left to rmcp: no plain tools/call envelope, or params that do not
+        // fit (rmcp's reading, then `misfit_params`, name what is wrong).
+        let left = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"ls"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ls"},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ls"},"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"ls"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"ping","params":{"name":"ls"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"ls"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"ls"}}"#,
+            r#"{"id":1,"method":"tools/call","params":{"name":"ls"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":["tools/call"],"params":{"name":"ls"}}"#,
+        ];
+        for text in left {
+            assert!(!read_as_rmcp_does(text), "read the short way: {text}");
         }
     }
 
