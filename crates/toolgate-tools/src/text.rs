@@ -206,6 +206,11 @@ pub fn diff_stat(diff: &str) -> (usize, usize) {
 /// Cuts `line` to at most `max` chars (on a char boundary), saying how many
 /// were left out.
 pub fn cut_line(line: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    // A line of at most `max` bytes has at most `max` characters: most
+    // lines are, and need no walk over their characters.
+    if line.len() <= max {
+        return std::borrow::Cow::Borrowed(line);
+    }
     match line.char_indices().nth(max) {
         None => std::borrow::Cow::Borrowed(line),
         Some((at, _)) => {
