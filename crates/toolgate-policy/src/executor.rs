@@ -590,11 +590,12 @@ struct Trace<'r> {
 
 impl Trace<'_> {
     fn record(&mut self, stage: Stage, result: Result<(StageOutcome, String), CallError>) {
-        let (outcome, detail) = match &result {
-            Ok((outcome, detail)) => (*outcome, detail.clone()),
-            Err(e) => (StageOutcome::Fail, e.to_string()),
-        };
+        // Only an explanation keeps the details: a call does not copy them.
         if let Some(stages) = self.report.as_deref_mut() {
+            let (outcome, detail) = match &result {
+                Ok((outcome, detail)) => (*outcome, detail.clone()),
+                Err(e) => (StageOutcome::Fail, e.to_string()),
+            };
             stages.push(StageReport {
                 stage,
                 outcome,
