@@ -11,6 +11,7 @@
 // are how every client of 2025-11-25 and earlier offers roots and log levels.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -82,6 +83,9 @@ struct Shared {
     /// The source's notices, fixed at the start.
     notices: Vec<String>,
     calls: AtomicU64,
+    /// `mcp-<pid>-`, what every call id starts with: the process id read
+    /// once, not with a syscall per call.
+    call_prefix: String,
     /// The agent's name the operator gave (`--agent`, `[identity] agent`);
     /// without it, each call is the client's (its `clientInfo` name).
     agent: Option<String>,
@@ -106,6 +110,7 @@ impl McpServer {
                 narrowed: Mutex::new(HashMap::new()),
                 notices,
                 calls: AtomicU64::new(0),
+                call_prefix: format!("mcp-{}-", std::process::id()),
                 agent: None,
             }),
         })
@@ -442,7 +447,9 @@ impl Connection {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let n = self.shared.calls.fetch_add(1, Ordering::Relaxed);
-        let call_id = format!("mcp-{}-{n}", std::process::id());
+        let mut call_id = self.shared.call_prefix.clone();
+        // Writing to a String cannot fail.
+        let _ = write!(call_id, "{n}");
         let agent = self.agent(context);
         let mut ctx = CallContext::new(call_id, agent.clone(), scope.cwd.clone())
             .with_roots(scope.roots.clone());
