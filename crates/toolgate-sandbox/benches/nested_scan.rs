@@ -1,14 +1,17 @@
 //! What the per-command search for nested repositories costs: one walk of
 //! a node_modules-like tree (50,000 files in 10,000 directories, two
 //! nested repositories), and the same tree at 200,000 files, on one thread
-//! and on as many as the plan uses (the machine's cores, at most 8).
+//! and on as many as the plan uses (the machine's cores, at most 8); then
+//! what a long-lived process pays (`repos::watched`): a walk that watches
+//! every directory (after a change, here a directory made and removed), and
+//! the kept walk given out again when nothing changed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use toolgate_sandbox::repos::{RealDirs, scan_root, scan_root_parallel};
+use toolgate_sandbox::repos::{RealDirs, scan_root, scan_root_parallel, watched};
 
 /// `dirs` package directories of `files_per_dir` files each, three levels
 /// deep like `node_modules/@scope/pkg/lib`, with two nested repositories.
@@ -44,6 +47,18 @@ fn bench(c: &mut Criterion) {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         group.bench_function(format!("{label}/{threads}_threads"), |b| {
             b.iter(|| scan_root_parallel(&root, usize::MAX, threads).unwrap())
+        });
+        let change = root.join("changed");
+        group.bench_function(format!("{label}/changed_then_watched_walk"), |b| {
+            b.iter(|| {
+                std::fs::create_dir(&change).unwrap();
+                std::fs::remove_dir(&change).unwrap();
+                watched::scan(&root, usize::MAX).unwrap()
+            })
+        });
+        watched::scan(&root, usize::MAX).unwrap();
+        group.bench_function(format!("{label}/kept"), |b| {
+            b.iter(|| watched::scan(&root, usize::MAX).unwrap())
         });
     }
     group.finish();

@@ -95,6 +95,9 @@ pub trait DirSource {
     -> Option<Self::Dir>;
     /// Lists an open directory.
     fn list(&self, dir: &Self::Dir) -> Option<Vec<Listed>>;
+    /// Called with each directory's path before it is opened (a watch is
+    /// added there, see [`watched`]).
+    fn entering(&self, _path: &Path) {}
 }
 
 /// One directory on the way down: its path, its handle and the
@@ -118,6 +121,7 @@ pub fn scan_root<S: DirSource>(
     };
     let mut scan = RootScan::default();
     let mut seen = 0usize;
+    source.entering(root);
     let Some(dir) = source.open_root(root) else {
         scan.unlisted.push(root.to_owned());
         return Ok(scan);
@@ -135,6 +139,7 @@ pub fn scan_root<S: DirSource>(
             continue;
         };
         let path = top.path.join(&name);
+        source.entering(&path);
         let Some(dir) = source.open_child(&top.dir, &top.path, &name) else {
             scan.unlisted.push(path);
             continue;
@@ -279,7 +284,10 @@ where
             let mut children = Vec::new();
             if depth > MAX_DEPTH || path.as_os_str().len() > MAX_PATH_BYTES {
                 too_large.store(true, Ordering::SeqCst);
-            } else if let Some(dir) = open_beneath_no_symlinks(&path) {
+            } else if let Some(dir) = {
+                source.entering(&path);
+                open_beneath_no_symlinks(&path)
+            } {
                 let mut count = 0;
                 if let Some(frame) = visit(&mut scan, &mut count, source, path.clone(), dir) {
                     children = frame

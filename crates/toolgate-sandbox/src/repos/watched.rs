@@ -45,19 +45,13 @@ use super::{DirSource, Listed, RealDirs, RootScan, ScanTooLarge, scan_parallel_w
 /// of which a user has 128 by default. The least recently used goes first.
 const KEPT_ROOTS: usize = 4;
 
-/// Filesystem types (`statfs`) whose every change passes through this
-/// kernel: ext2/3/4, xfs, btrfs, tmpfs, f2fs, zfs, bcachefs and overlayfs
-/// (what is changed in an overlay's layers beneath it is not seen; the
-/// kernel leaves the overlay's view of such a change undefined as well).
-const LOCAL_FILESYSTEMS: &[u32] = &[
-    0xEF53,
-    0x5846_5342,
-    0x9123_683E,
-    0x0102_1994,
-    0xF2F5_2010,
-    0x2FC1_2FC1,
-    0xCA45_1A4E,
-    0x794C_7630,
+/// Filesystem types (as the mount table names them) whose every change
+/// passes through this kernel: ext2/3/4, xfs, btrfs, tmpfs, f2fs, zfs,
+/// bcachefs and overlayfs (what is changed in an overlay's layers beneath
+/// it is not seen; the kernel leaves the overlay's view of such a change
+/// undefined as well).
+const LOCAL_FILESYSTEMS: &[&str] = &[
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "bcachefs", "overlay",
 ];
 
 static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
@@ -72,7 +66,7 @@ pub fn walks() -> u64 {
 /// The walk of `root` with at most `budget` entries, as a walk made now
 /// would find: the kept one while it still holds (whichever run made it),
 /// else a new one, kept when it could be watched.
-pub(crate) fn scan(root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
+pub fn scan(root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
     if let Some(scan) = reuse(root, budget) {
         return Ok(scan);
     }
@@ -178,9 +172,14 @@ impl Watching {
     /// when something cannot be had (the user's inotify instances).
     fn start(root: &Path) -> Option<Watching> {
         let flags = inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK;
+        // Armed before the table is read: a mount made from here on shows.
+        let mounts = MountTable::open()?;
+        if !local_beneath(root)? {
+            return None;
+        }
         Some(Watching {
             inotify: inotify::init(flags).ok()?,
-            mounts: MountTable::open()?,
+            mounts,
             identity: identity(root)?,
             failed: AtomicBool::new(false),
             entries: AtomicUsize::new(0),
@@ -202,12 +201,11 @@ impl Watching {
         })
     }
 
-    /// Watches the open directory `dir` itself (through its descriptor, so
-    /// no rename between open and watch can put another there).
-    fn watch(&self, dir: &OwnedFd) -> bool {
-        let local = rustix::fs::fstatfs(dir).is_ok_and(|fs| {
-            u32::try_from(fs.f_type & 0xFFFF_FFFF).is_ok_and(|t| LOCAL_FILESYSTEMS.contains(&t))
-        });
+    /// Watches the directory at `path`, before it is opened: whatever is
+    /// put at `path` after the watch (a rename, a symlink) is an event of
+    /// its parent's, watched before the parent was listed, and the root's
+    /// own replacement shows in its identity.
+    fn watch(&self, path: &Path) -> bool {
         let events = WatchFlags::CREATE
             | WatchFlags::DELETE
             | WatchFlags::MOVED_FROM
@@ -216,13 +214,7 @@ impl Watching {
             | WatchFlags::DELETE_SELF
             | WatchFlags::MOVE_SELF
             | WatchFlags::ONLYDIR;
-        local
-            && inotify::add_watch(
-                &self.inotify,
-                format!("/proc/self/fd/{}", dir.as_raw_fd()),
-                events,
-            )
-            .is_ok()
+        inotify::add_watch(&self.inotify, path, events | WatchFlags::DONT_FOLLOW).is_ok()
     }
 }
 
@@ -237,14 +229,75 @@ impl DirSource for Watching {
         RealDirs.open_child(parent, path, name)
     }
 
-    fn list(&self, dir: &OwnedFd) -> Option<Vec<Listed>> {
-        if !self.failed.load(Ordering::Relaxed) && !self.watch(dir) {
+    fn entering(&self, path: &Path) {
+        if !self.failed.load(Ordering::Relaxed) && !self.watch(path) {
             self.failed.store(true, Ordering::Relaxed);
         }
+    }
+
+    fn list(&self, dir: &OwnedFd) -> Option<Vec<Listed>> {
         let listed = RealDirs.list(dir)?;
         self.entries.fetch_add(listed.len(), Ordering::Relaxed);
         Some(listed)
     }
+}
+
+/// Whether `root` and every mount beneath it lie on [`LOCAL_FILESYSTEMS`],
+/// by this process's mount table; `None` when it cannot be read.
+fn local_beneath(root: &Path) -> Option<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let table = std::fs::read("/proc/self/mountinfo").ok()?;
+    let root = root.as_os_str().as_bytes();
+    // The mount `root` lies in: the last of the longest mount points above it.
+    let mut holder: Option<(usize, bool)> = None;
+    for line in table.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let (mount, fs_type) = mount_point_and_type(line)?;
+        let local = LOCAL_FILESYSTEMS.iter().any(|t| t.as_bytes() == fs_type);
+        let above = root == mount.as_slice() || below(root, &mount);
+        let beneath = below(&mount, root);
+        if beneath && !local {
+            return Some(false);
+        }
+        if above && holder.is_none_or(|(len, _)| mount.len() >= len) {
+            holder = Some((mount.len(), local));
+        }
+    }
+    Some(holder.is_some_and(|(_, local)| local))
+}
+
+/// Whether the path `inner` lies strictly beneath the path `outer`.
+fn below(inner: &[u8], outer: &[u8]) -> bool {
+    inner.len() > outer.len()
+        && inner.starts_with(outer)
+        && (outer.ends_with(b"/") || inner.get(outer.len()) == Some(&b'/'))
+}
+
+/// The mount point (its octal escapes undone) and the filesystem type of
+/// one line of `/proc/self/mountinfo`.
+fn mount_point_and_type(line: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut fields = line.split(|b| *b == b' ');
+    let escaped = fields.nth(4)?;
+    let fs_type = fields.skip_while(|f| *f != b"-").nth(1)?;
+    let mut point = Vec::with_capacity(escaped.len());
+    let mut i = 0;
+    while let Some(&byte) = escaped.get(i) {
+        let octal = escaped
+            .get(i + 1..i + 4)
+            .filter(|_| byte == b'\\')
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        match octal {
+            Some(decoded) => {
+                point.push(decoded);
+                i += 4;
+            }
+            None => {
+                point.push(byte);
+                i += 1;
+            }
+        }
+    }
+    Some((point, fs_type))
 }
 
 /// Device and inode of `path`, not following a final symlink.
@@ -288,17 +341,31 @@ mod tests {
 
     /// A walk is kept only where every directory could be watched on a
     /// filesystem whose changes all pass through this kernel: procfs is
-    /// not one of them.
+    /// not one of them, nor a root with one mounted beneath it.
     #[test]
     fn only_walks_of_local_filesystems_are_kept() {
         let walked = |root: &Path| {
-            let watching = Watching::start(root).unwrap();
-            let scan = scan_parallel_with(root, usize::MAX, 2, &watching).unwrap();
-            watching.finish(root, &scan).is_some()
+            Watching::start(root).is_some_and(|watching| {
+                let scan = scan_parallel_with(root, usize::MAX, 2, &watching).unwrap();
+                watching.finish(root, &scan).is_some()
+            })
         };
         let (_dir, root) = tree();
         assert!(walked(&root));
         assert!(!walked(Path::new("/proc/sys/fs")));
+        assert_eq!(local_beneath(Path::new("/proc/sys/fs")), Some(false));
+        assert_eq!(
+            local_beneath(Path::new("/")),
+            Some(false),
+            "/proc is beneath /"
+        );
+        assert_eq!(local_beneath(&root), Some(true));
+        let line =
+            b"36 35 98:0 /mnt1 /mnt\\040with\\040space rw,noatime master:1 - nfs4 host:/x rw";
+        assert_eq!(
+            mount_point_and_type(line),
+            Some((b"/mnt with space".to_vec(), &b"nfs4"[..]))
+        );
     }
 
     /// Files created after the walk count towards the budget of entries:
