@@ -6,10 +6,12 @@
 //! of 50,000 files. A process keeps each root's last walk and gives it out
 //! again only while inotify proves that no listing the walk read could
 //! have changed:
-//! - a watch on every directory the walk listed, added through the open
-//!   descriptor (so on exactly the directory listed) before it is listed,
-//!   for entries created, deleted, moved in or out or changed in mode, and
-//!   the directory itself deleted or moved. The kernel queues an event
+//! - a watch on every directory the walk listed, added by its path before
+//!   it is opened (whatever is put at that path afterwards, by a rename or
+//!   as a symlink, is an event of its parent's, whose watch was added
+//!   before the parent was listed), for entries created, deleted, moved in
+//!   or out or changed in mode, and the directory itself deleted or moved.
+//!   The kernel queues an event
 //!   before the syscall that caused it returns, whichever mount namespace
 //!   it came from, so a check made after a change (the host's, or a
 //!   command's that has exited) sees it;
@@ -20,8 +22,9 @@
 //! - `/proc/self/mountinfo`, which polls as changed once the mount table
 //!   of toolgate's namespace changed (a mount over a directory of a root);
 //! - only filesystems whose every change passes through this kernel
-//!   ([`LOCAL_FILESYSTEMS`]): inotify does not see what another NFS client
-//!   or a FUSE server changes.
+//!   ([`LOCAL_FILESYSTEMS`], the root's and every mount's beneath it, by
+//!   the mount table read after it was armed): inotify does not see what
+//!   another NFS client or a FUSE server changes.
 //!
 //! Events that cannot change the walk's result are let through: a
 //! non-directory's creation, removal or attribute change, unless it is
