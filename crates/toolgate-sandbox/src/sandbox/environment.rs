@@ -120,8 +120,6 @@ pub(super) fn system_path_entries(path: &str, writable: impl Fn(&Path) -> bool) 
     entries.join(":")
 }
 
-/// A pipe holding the environment; the read end goes to stage 2. The values
-/// travel through it so they never appear in any argv.
 /// The environment on one end of a socket pair, the other end shut for
 /// writing once it is written (stage 2 reads it to its end): stage 2's
 /// keeper then hands toolgate its report socket over it (see
@@ -143,6 +141,8 @@ pub(super) fn env_socket(
     Ok((OwnedFd::from(theirs), ours))
 }
 
+/// A pipe holding the environment; the read end goes to stage 2. The values
+/// travel through it so they never appear in any argv.
 pub(super) fn env_pipe(env: &[(OsString, OsString)]) -> Result<OwnedFd, SandboxError> {
     let bytes = encode_env(env);
     let (read, write) = std::io::pipe().map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;

@@ -10,9 +10,10 @@
 //!   pid namespace ends it as well; the landlock backend has none, only this);
 //!
 //! and then ends as the command ended: the same exit code, or death by the same signal.
-//! A pooled sandbox's keeper first reports that end to toolgate, once the tree is
-//! ended ([`Report`]), on a socket only the keeper holds: toolgate can answer once the
-//! keeper is gone, while bubblewrap and the namespaces are still being torn down.
+//! Where toolgate asks for it (a server's sandboxes, pooled or fresh), the keeper first
+//! reports that end, once the tree is ended ([`Report`]), on a socket only the keeper
+//! holds: toolgate can answer once the keeper is gone, while bubblewrap and the
+//! namespaces are still being torn down.
 //!
 //! It ignores TERM, INT, HUP and QUIT, which `process_kill` sends to every process of
 //! the tree: the command gets them and decides, the keeper follows. It forks after
@@ -89,18 +90,21 @@ pub(super) fn keep(
     }
     let status = reap_until(child);
     end_tree(me);
-    if let (Some(socket), Some(status)) = (report, status) {
+    if let (Some(socket), Some(status)) = (&report, status) {
         Report::of(status).send(socket);
     }
+    // The report's socket stays open until this process has ended, every
+    // thread of it: its end of file is what tells toolgate so.
     end_as(status)
 }
 
 /// A socket of the keeper's own for its report, whose other end goes to
-/// toolgate over the pool's socket (with one byte, `P`). bubblewrap's
-/// processes hold the pool's socket as well; this one only the keeper holds
-/// (close-on-exec, the command drops it at its exec), so its end of file
-/// tells toolgate that the keeper, every thread of it (the creation guard's
-/// workers too), has ended.
+/// toolgate (with one byte, `P`) over the socket toolgate gave stage 2 (the
+/// pool's, or the environment's). bubblewrap's processes hold that one as
+/// well; this one only the keeper holds (close-on-exec, the command drops it
+/// at its exec), and it is never closed before the keeper exits, so its end
+/// of file tells toolgate that the keeper, every thread of it (the creation
+/// guard's workers too), has ended.
 fn report_channel(pool: &OwnedFd) -> std::io::Result<OwnedFd> {
     use rustix::net::{
         AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags,
@@ -146,9 +150,17 @@ impl Report {
         }
     }
 
-    fn send(self, socket: OwnedFd) {
-        use std::io::Write;
-        let _ = std::fs::File::from(socket).write_all(self.encode().as_bytes());
+    /// Writes the report on `socket`, which stays open.
+    fn send(self, socket: &OwnedFd) {
+        let bytes = self.encode();
+        let mut rest = bytes.as_bytes();
+        while !rest.is_empty() {
+            match rustix::io::write(socket, rest) {
+                Ok(n) if n > 0 => rest = rest.get(n..).unwrap_or_default(),
+                Err(rustix::io::Errno::INTR) => {}
+                Ok(_) | Err(_) => return,
+            }
+        }
     }
 
     /// The bytes on the socket.
