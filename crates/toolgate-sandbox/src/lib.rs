@@ -16,6 +16,7 @@
 
 pub mod egress;
 pub mod jail;
+mod mountinfo;
 pub mod plan;
 pub mod probe;
 pub mod proxy;

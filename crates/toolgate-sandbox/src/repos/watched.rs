@@ -278,29 +278,11 @@ fn below(inner: &[u8], outer: &[u8]) -> bool {
 /// The mount point (its octal escapes undone) and the filesystem type of
 /// one line of `/proc/self/mountinfo`.
 fn mount_point_and_type(line: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    use std::os::unix::ffi::OsStringExt;
     let mut fields = line.split(|b| *b == b' ');
-    let escaped = fields.nth(4)?;
+    let point = crate::mountinfo::unescape(fields.nth(4)?);
     let fs_type = fields.skip_while(|f| *f != b"-").nth(1)?;
-    let mut point = Vec::with_capacity(escaped.len());
-    let mut i = 0;
-    while let Some(&byte) = escaped.get(i) {
-        let octal = escaped
-            .get(i + 1..i + 4)
-            .filter(|_| byte == b'\\')
-            .and_then(|d| std::str::from_utf8(d).ok())
-            .and_then(|d| u8::from_str_radix(d, 8).ok());
-        match octal {
-            Some(decoded) => {
-                point.push(decoded);
-                i += 4;
-            }
-            None => {
-                point.push(byte);
-                i += 1;
-            }
-        }
-    }
-    Some((point, fs_type))
+    Some((point.into_os_string().into_vec(), fs_type))
 }
 
 /// Device and inode of `path`, not following a final symlink.

@@ -344,33 +344,11 @@ fn mount_points() -> Option<HashSet<PathBuf>> {
         };
         for line in text.split(|b| *b == b'\n') {
             if let Some(point) = line.split(|b| *b == b' ').nth(4) {
-                points.insert(PathBuf::from(std::ffi::OsString::from_vec(unescape(point))));
+                points.insert(crate::mountinfo::unescape(point));
             }
         }
     }
     Some(points)
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        if field[i] == b'\\' && i + 4 <= field.len() {
-            let digits = &field[i + 1..i + 4];
-            if let Some(value) = std::str::from_utf8(digits)
-                .ok()
-                .and_then(|d| u8::from_str_radix(d, 8).ok())
-            {
-                out.push(value);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(field[i]);
-        i += 1;
-    }
-    out
 }
 
 /// When `pid` started (clock ticks since boot), to tell it from a later
@@ -421,13 +399,6 @@ fn setup(path: &Path, e: std::io::Error) -> SandboxError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape(br"/a\040b\012c\134d"), b"/a b\nc\\d".to_vec());
-        assert_eq!(unescape(br"/plain"), b"/plain".to_vec());
-        assert_eq!(unescape(br"/end\04"), br"/end\04".to_vec());
-    }
 
     /// A journal as a toolgate killed mid-run leaves it: its owner is gone.
     fn dead_owners_journal(state: &Path, root: &Path, placeholder: &Path) {
