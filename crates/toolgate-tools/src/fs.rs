@@ -274,20 +274,25 @@ impl HumanBytes {
             let _ = write!(text, "{self}");
             return;
         }
-        let mut out = [b'0'; 4];
-        let mut n = bytes;
-        let mut start = out.len();
-        loop {
-            start -= 1;
-            out[start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        text.extend(out[start..].iter().map(|&b| char::from(b)));
+        text.push_str(decimal(bytes, &mut [0; 20]));
         text.push_str(" B");
     }
+}
+
+/// `n` in decimal, written at the end of `buffer`, without the formatting
+/// machinery (a listing or a page writes one per row).
+pub(crate) fn decimal(mut n: u64, buffer: &mut [u8; 20]) -> &str {
+    let mut at = buffer.len();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buffer[at..]).unwrap_or("?")
 }
 
 impl std::fmt::Display for HumanBytes {

@@ -164,21 +164,6 @@ fn read(
 /// Most bytes one read of a file takes.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// `n` in decimal, written at the end of `buffer`.
-fn decimal(mut n: u64, buffer: &mut [u8; 20]) -> &str {
-    let mut at = buffer.len();
-    loop {
-        at -= 1;
-        buffer[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&buffer[at..]).unwrap_or("?")
-}
-
 fn image(
     place: &Located,
     mut reader: BufReader<std::fs::File>,
@@ -335,7 +320,7 @@ impl Page {
             page.shown
                 .extend(std::iter::repeat_n(' ', 6usize.saturating_sub(digits)));
             let mut buffer = [0; 20];
-            page.shown.push_str(decimal(number, &mut buffer));
+            page.shown.push_str(crate::fs::decimal(number, &mut buffer));
             page.shown.push('\t');
             page.shown.push_str(&shown);
             page.shown.push('\n');

@@ -120,6 +120,6 @@ fn a_kept_file_that_changes_is_scanned_again() {
 fn line_numbers_are_written_in_decimal() {
     for n in [0, 7, 10, 99, 100, 123_456, 1_000_000, u64::MAX] {
         let mut buffer = [0; 20];
-        assert_eq!(super::decimal(n, &mut buffer), n.to_string());
+        assert_eq!(crate::fs::decimal(n, &mut buffer), n.to_string());
     }
 }
