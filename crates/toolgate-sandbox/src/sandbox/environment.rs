@@ -127,12 +127,7 @@ pub(super) fn system_path_entries(path: &str, writable: impl Fn(&Path) -> bool) 
 pub(super) fn env_socket(
     env: &[(OsString, OsString)],
 ) -> Result<(OwnedFd, std::os::unix::net::UnixStream), SandboxError> {
-    let bytes = encode_env(env);
-    if bytes.len() > 60 * 1024 {
-        return Err(SandboxError::Setup(
-            "the environment is larger than 60 KiB".into(),
-        ));
-    }
+    let bytes = encoded(env)?;
     let setup = |e: std::io::Error| SandboxError::Setup(format!("socket pair: {e}"));
     let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(setup)?;
     // Fits in the socket's buffer, so this never blocks.
@@ -144,18 +139,23 @@ pub(super) fn env_socket(
 /// A pipe holding the environment; the read end goes to stage 2. The values
 /// travel through it so they never appear in any argv.
 pub(super) fn env_pipe(env: &[(OsString, OsString)]) -> Result<OwnedFd, SandboxError> {
+    let bytes = encoded(env)?;
+    let setup = |e: std::io::Error| SandboxError::Setup(format!("pipe: {e}"));
+    let (read, mut write) = std::io::pipe().map_err(setup)?;
+    // Fits in the pipe buffer, so this never blocks.
+    write.write_all(&bytes).map_err(setup)?;
+    drop(write);
+    Ok(OwnedFd::from(read))
+}
+
+/// The environment as stage 2 reads it, at most 60 KiB: what a pipe's or a
+/// socket's buffer takes, so writing it all before the spawn never blocks.
+fn encoded(env: &[(OsString, OsString)]) -> Result<Vec<u8>, SandboxError> {
     let bytes = encode_env(env);
-    let (read, write) = std::io::pipe().map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
     if bytes.len() > 60 * 1024 {
         return Err(SandboxError::Setup(
             "the environment is larger than 60 KiB".into(),
         ));
     }
-    // Fits in the pipe buffer, so this never blocks.
-    let mut write = write;
-    write
-        .write_all(&bytes)
-        .map_err(|e| SandboxError::Setup(format!("pipe: {e}")))?;
-    drop(write);
-    Ok(OwnedFd::from(read))
+    Ok(bytes)
 }
