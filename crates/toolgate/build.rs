@@ -26,7 +26,11 @@ fn main() {
     // the build lacks is skipped without a warning, as is a function the
     // list lacks.
     let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("toolgate.order");
-    if target_os == "linux" && target_env == "gnu" && target_arch == "x86_64" && profile == "release" {
+    if target_os == "linux"
+        && target_env == "gnu"
+        && target_arch == "x86_64"
+        && profile == "release"
+    {
         // -Xlinker passes each argument whole: a path with a comma stays one.
         for arg in [
             format!("--symbol-ordering-file={}", order.display()),

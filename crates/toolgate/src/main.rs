@@ -236,6 +236,7 @@ fn main() -> ExitCode {
         let code = toolgate_sandbox::stage2::main_with_args(args);
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
+    limit_malloc_arenas();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -248,6 +249,30 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// One malloc arena per core instead of glibc's eight. glibc gives each new
+/// thread an arena of its own up to that limit and keeps what an arena
+/// touched after its thread has gone: the worker threads of `find` and
+/// `grep` walks alone left about 1.5 MB resident in a long-running server.
+/// With one per core, threads that can run at once still allocate under
+/// separate locks (find and grep measured no slower). A limit the user set
+/// (`MALLOC_ARENA_MAX`, `GLIBC_TUNABLES=glibc.malloc.arena_max=N`) stands.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn limit_malloc_arenas() {
+    let user_set = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+        || std::env::var("GLIBC_TUNABLES").is_ok_and(|tunables| tunables.contains("arena_max"));
+    if user_set {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    let arenas = libc::c_int::try_from(cores.max(2)).unwrap_or(libc::c_int::MAX);
+    // SAFETY: mallopt only changes the allocator's tuning, and no other
+    // thread exists yet to allocate meanwhile.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn limit_malloc_arenas() {}
 
 /// A write to our stdout failed because its reader is gone: the command's
 /// own `writeln!(out, ..)?` hands the io error up as it is. (An EPIPE deeper
