@@ -162,9 +162,18 @@ fi
 versions="server-filesystem $(node -p 'require(process.argv[1]).version' "$fs_pkg/package.json") on node $(node --version), "
 versions+="mcp-shell-server $("$work/peers/venv/bin/python" -c 'from importlib.metadata import version as v; print(v("mcp-shell-server"), "(mcp", v("mcp") + ")")'), "
 versions+="toolgate $("$toolgate" --version | awk '{print $2}') ($toolgate)"
-python3 - "$work" "$versions" "$runs" "$calls" "$heavy" "$rs_count" <<'PY'
+# How much of the link order (crates/toolgate/toolgate.order, the functions a
+# session runs, linked together) the measured binary holds: a stale list
+# shows up as peak memory, so say it beside the number.
+order="$repo/crates/toolgate/toolgate.order"
+order_found=""
+if command -v nm >/dev/null; then
+    order_found="$(LC_ALL=C comm -12 <(nm --defined-only "$toolgate" | awk '{print $3}' | LC_ALL=C sort -u) \
+        <(grep -v '^#' "$order" | LC_ALL=C sort -u) | wc -l) of $(grep -vc '^#' "$order")"
+fi
+python3 - "$work" "$versions" "$order_found" "$runs" "$calls" "$heavy" "$rs_count" <<'PY'
 import json, os, sys
-work, versions, runs, calls, heavy, rs = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+work, versions, order_found, runs, calls, heavy, rs = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
 load = lambda name: json.load(open(f"{work}/{name}.out"))
 tg, fs, sh = load("toolgate"), load("server-filesystem"), load("mcp-shell-server")
 base = load("baseline") if os.path.exists(f"{work}/baseline.out") else None
@@ -255,6 +264,11 @@ hwm = [f"{n} {mb(o['vmhwm_kb_initialized'])}" for n, o in
        (("toolgate", tg), ("server-filesystem", fs), ("mcp-shell-server", sh)) if o.get("vmhwm_kb_initialized")]
 if hwm:
     print(f"- peak memory right after initialize, before any call: {', '.join(hwm)}.")
+if order_found:
+    print(f"- toolgate's code layout: {order_found} functions of crates/toolgate/toolgate.order are in the"
+          " measured binary (a release build on x86_64 Linux links them together at the front of its code;"
+          " a list gone stale after changes leaves more of the code resident: regenerate it with"
+          " scripts/orderfile).")
 print("- startup: each server is spawned once untimed first (page cache; toolgate's first start in a fresh"
       " HOME probes the sandbox, about 40 ms, and caches the result); node runs dist/index.js directly,"
       " mcp-shell-server is the venv's console script.")

@@ -21,15 +21,21 @@ fn main() {
     // fault-around, whole large folios), so code that runs spread over the
     // 23 MB of machine code keeps most of it resident; packed together it
     // fills a few megabytes and the rest is never mapped in. Only where the
-    // toolchain links with its own LLD (x86_64 Linux since Rust 1.90), and
-    // only in optimised builds, whose symbol names the list holds; a name
-    // the build lacks is skipped without a warning, as is a function the
-    // list lacks.
+    // toolchain links with its own LLD (x86_64 Linux since Rust 1.90) and
+    // no other linker was chosen (GNU ld has no such option), and only in
+    // optimised builds, whose symbol names the list holds; a name the build
+    // lacks is skipped without a warning, as is a function the list lacks.
     let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("toolgate.order");
+    let rustflags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let other_linker = std::env::var_os("RUSTC_LINKER").is_some()
+        || ["linker", "fuse-ld", "link-self-contained"]
+            .iter()
+            .any(|flag| rustflags.contains(flag));
     if target_os == "linux"
         && target_env == "gnu"
         && target_arch == "x86_64"
         && profile == "release"
+        && !other_linker
     {
         // -Xlinker passes each argument whole: a path with a comma stays one.
         for arg in [
@@ -41,5 +47,6 @@ fn main() {
         }
     }
     println!("cargo:rerun-if-changed=toolgate.order");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     println!("cargo:rerun-if-changed=build.rs");
 }
