@@ -266,7 +266,7 @@ if hwm:
     print(f"- peak memory right after initialize, before any call: {', '.join(hwm)}.")
 if order_found:
     print(f"- toolgate's code layout: {order_found} functions of crates/toolgate/toolgate.order are in the"
-          " measured binary (a release build on x86_64 Linux links them together at the front of its code;"
+          " measured binary (a release build linked by LLD puts them together at the front of its code;"
           " a list gone stale after changes leaves more of the code resident: regenerate it with"
           " scripts/orderfile).")
 print("- startup: each server is spawned once untimed first (page cache; toolgate's first start in a fresh"
