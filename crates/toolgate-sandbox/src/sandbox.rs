@@ -96,6 +96,12 @@ impl SandboxConfig {
     /// sandbox runs one command. Only where stage 2 mounts the masks itself
     /// (as root) and guards creations, with the bubblewrap backend, not in
     /// network mode `proxy` (each run has its own proxy).
+    ///
+    /// A pool is for a process that outlives its runs, so with it every
+    /// bubblewrap run, pooled or fresh, answers on stage 2's keeper's report
+    /// and bubblewrap, its namespaces and the cgroup are torn down after the
+    /// answer (see `runner::Started::reported_on`); a one-shot process, which
+    /// would leave that teardown to the next start's sweep, waits for it.
     pub fn pool(mut self) -> Self {
         self.pool = true;
         self
@@ -433,9 +439,10 @@ impl Sandbox {
             None => {
                 let mut report = None;
                 let request = match self.backend {
-                    // A server's sandbox answers on its keeper's report (as a
-                    // pooled one does); a one-shot process, which ends right
-                    // after, waits for its sandbox to be torn down.
+                    // A pool's process outlives the run (see
+                    // `SandboxConfig::pool`): it answers on the keeper's report,
+                    // as a pooled sandbox does; a one-shot process, which ends
+                    // right after, waits for its sandbox to be torn down.
                     Backend::Bwrap if self.pool.is_some() => {
                         let (env, ours) = env_socket(&env)?;
                         report = Some(ours);

@@ -22,7 +22,7 @@
 //! - `/proc/self/mountinfo`, which polls as changed once the mount table
 //!   of toolgate's namespace changed (a mount over a directory of a root);
 //! - only filesystems whose every change passes through this kernel
-//!   ([`LOCAL_FILESYSTEMS`], the root's and every mount's beneath it, by
+//!   (`LOCAL_FILESYSTEMS`, the root's and every mount's beneath it, by
 //!   the mount table read after it was armed): inotify does not see what
 //!   another NFS client or a FUSE server changes.
 //!
