@@ -15,8 +15,8 @@
 //! (see [`host`]).
 //!
 //! Lifetime: created before the fork, joined by the child between `fork` and `exec`
-//! (a raw `write` of "0" to `cgroup.procs`, async-signal-safe), so the command never runs
-//! a single instruction outside it; everything in it is killed and the cgroup removed
+//! (a raw `write` of "0", async-signal-safe; see [`join_file`] for which file), so the
+//! command never runs a single instruction outside it; everything in it is killed and the cgroup removed
 //! when the run ends, also when the run is cancelled. Cgroups of a toolgate that died
 //! are swept when the next toolgate first uses cgroups.
 //!
@@ -53,7 +53,8 @@ const REMOVE_POLL: Duration = Duration::from_millis(2);
 #[derive(Debug)]
 pub(crate) struct CommandCgroup {
     dirs: Vec<(PathBuf, Version)>,
-    /// `cgroup.procs` of each directory, opened before the fork: the child only writes.
+    /// The [`join_file`] of each directory, opened before the fork: the child only
+    /// writes.
     procs: Vec<Arc<OwnedFd>>,
     /// What the cgroup holds, for the mechanism report.
     pub(crate) holds: Vec<Controller>,
@@ -93,7 +94,7 @@ impl CommandCgroup {
                 write_limit(&dir, version, *controller, limits)?;
             }
             cgroup.holds.extend(controllers);
-            let procs = dir.join("cgroup.procs");
+            let procs = dir.join(join_file(version));
             let fd = rustix::fs::open(&procs, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
                 .map_err(|e| at(&procs, e.into()))?;
             cgroup.procs.push(Arc::new(fd));
@@ -101,7 +102,7 @@ impl CommandCgroup {
         Ok(Some(cgroup))
     }
 
-    /// What the child needs to join the cgroup: its `cgroup.procs` descriptors.
+    /// What the child needs to join the cgroup: its [`join_file`] descriptors.
     pub(crate) fn join_handle(&self) -> CgroupJoin {
         CgroupJoin(self.procs.clone())
     }
@@ -183,7 +184,26 @@ impl Drop for CommandCgroup {
     }
 }
 
-/// The `cgroup.procs` descriptors of a command cgroup, for the child to join it.
+/// The file a forked child writes "0" to, to move itself into a command cgroup.
+///
+/// On cgroup v1 it is `tasks`, which moves the writing thread. A child between
+/// `fork` and `exec` has one thread, so that is the whole process, and whatever it
+/// starts is born inside. Through `cgroup.procs` the kernel would move the whole
+/// thread group: it takes the global threadgroup lock for writing, which waits for
+/// an RCU grace period whenever no other migration came shortly before, 5 to 20 ms
+/// on a quiet machine, on the path of every sandboxed command. Moving only the
+/// calling thread needs no such lock.
+///
+/// On cgroup v2 `cgroup.threads` moves threads only within one threaded subtree, not
+/// into another domain cgroup, so a command joins through `cgroup.procs` there.
+fn join_file(version: Version) -> &'static str {
+    match version {
+        Version::V1 => "tasks",
+        Version::V2 => "cgroup.procs",
+    }
+}
+
+/// The [`join_file`] descriptors of a command cgroup, for the child to join it.
 #[derive(Debug)]
 pub(crate) struct CgroupJoin(Vec<Arc<OwnedFd>>);
 
