@@ -603,7 +603,7 @@ async fn dpkg_version(package: &str) -> Option<String> {
 fn random_suffix() -> String {
     let mut bytes = [0u8; 6];
     let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    toolgate_core::text::hex(&bytes)
 }
 
 fn human_age(secs: i64) -> String {

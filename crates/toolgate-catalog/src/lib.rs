@@ -90,8 +90,5 @@ pub(crate) fn now_ms() -> i64 {
 /// Lowercase hex SHA-256.
 pub(crate) fn digest_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    toolgate_core::text::hex(&Sha256::digest(bytes))
 }

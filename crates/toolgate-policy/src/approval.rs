@@ -7,7 +7,6 @@
 //! order is the same question, and any changed value is a different one.
 
 use std::fmt;
-use std::fmt::Write as _;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -129,13 +128,7 @@ pub fn scope_digest(kind: ApprovalScope, tool: &str, payload: &Value) -> String 
     }
     write_canonical(payload, &mut document);
     document.push(b']');
-    let hash = Sha256::digest(&document);
-    let mut hex = String::with_capacity(64);
-    for byte in hash {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    toolgate_core::text::hex(&Sha256::digest(&document))
 }
 
 /// `v` as canonical JSON: object keys sorted by their UTF-8 bytes, no
@@ -294,10 +287,7 @@ mod tests {
     fn the_digest_is_sha256_of_the_tagged_canonical_array() {
         let args = json!({"b": [1, "x"], "a": null});
         let text = r#"["toolgate-scope-v1","exact","bash",{"a":null,"b":[1,"x"]}]"#;
-        let expected: String = Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let expected = toolgate_core::text::hex(&Sha256::digest(text.as_bytes()));
         assert_eq!(scope_digest(ApprovalScope::Exact, "bash", &args), expected);
         assert_eq!(
             ScopeKey::command_prefix("bash", vec!["cargo".into(), "test".into()]).digest,

@@ -163,15 +163,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
+pub use toolgate_core::text::hex;
 
 /// The unified diff of `old` and `new` for `path`, 3 lines of context,
 /// `--- a/path` / `+++ b/path` headers; empty when they are equal.

@@ -337,5 +337,5 @@ fn random_token() -> Result<String> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .context("cannot read /dev/urandom for a token")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(toolgate_core::text::hex(&bytes))
 }

@@ -57,10 +57,7 @@ impl ToolDefinition {
             "server": self.server,
             "tool": self.tool,
         }));
-        Sha256::digest(canonical.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        toolgate_core::text::hex(&Sha256::digest(canonical.as_bytes()))
     }
 }
 

@@ -51,7 +51,7 @@ pub fn toolgate_name(server: &str, tool: &str) -> String {
         return full;
     }
     let digest = Sha256::digest(format!("{server}\0{tool}").as_bytes());
-    let suffix: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = toolgate_core::text::hex(&digest[..4]);
     // ASCII only by now, so any byte index is a char boundary.
     let keep = MAX_NAME - suffix.len() - 1;
     let head = &full[..full.len().min(keep)];

@@ -29,6 +29,7 @@ use cap_std::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::FlockOperation;
+use toolgate_core::text::hex;
 
 use super::SandboxError;
 use crate::plan::BwrapPlan;
@@ -375,10 +376,6 @@ fn lock_file(path: &Path, operation: FlockOperation) -> Result<File, SandboxErro
 
 fn permissions(mode: u32) -> cap_std::fs::Permissions {
     cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(mode))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<PathBuf> {

@@ -46,7 +46,7 @@ pub(crate) fn record_hash(
     }
     h.update(seq.to_be_bytes());
     h.update(at_ms.to_be_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    toolgate_core::text::hex(&h.finalize())
 }
 
 fn record_json(record: &AuditRecord) -> Result<String, StoreError> {

@@ -39,8 +39,7 @@ const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS toolgate_migrations (
     version BIGINT PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_ms BIGINT NOT NULL)";
 
 fn checksum(sql: &str) -> String {
-    let digest = Sha256::digest(sql.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    toolgate_core::text::hex(&Sha256::digest(sql.as_bytes()))
 }
 
 /// Compares what the database has applied with what this build knows and

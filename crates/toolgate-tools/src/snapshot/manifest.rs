@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use toolgate_core::text::hex;
 use toolgate_sandbox::Jail;
 
 use crate::search::walk::{self, Target, WalkOptions};
@@ -263,10 +264,6 @@ fn sha256_of(mut file: std::fs::File) -> std::io::Result<String> {
         hasher.update(&buf[..n]);
     }
     Ok(hex(&hasher.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What changed from `old` to `new`: paths only in `new`, paths whose

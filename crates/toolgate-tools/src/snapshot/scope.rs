@@ -66,7 +66,7 @@ impl Scope {
             part(root.as_os_str().as_encoded_bytes());
         }
         let digest = hasher.finalize();
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = toolgate_core::text::hex(&digest);
         hex[..DIR_NAME_HEX].to_owned()
     }
 

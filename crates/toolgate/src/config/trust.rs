@@ -198,7 +198,7 @@ pub fn digest(bytes: &[u8], settings_file: Option<&Path>) -> String {
             Err(_) => hash.update(b"absent"),
         }
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    toolgate_core::text::hex(&hash.finalize())
 }
 
 #[cfg(test)]
