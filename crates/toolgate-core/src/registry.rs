@@ -2,14 +2,15 @@
 //! deferred pool that is searched and activated on demand (large MCP servers).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::effect::{EffectClass, Idempotency};
 use crate::spec::{DynamicToolSpec, SchemaMode, ToolSpec};
 use crate::tool::{Tool, ToolHandler};
-use crate::validate::InputValidator;
+use crate::validate::{CompiledSchema, InputMode, InvalidInput};
 use crate::wire::ParseEnumError;
 
 /// Why a tool was not registered. Every variant names the tool.
@@ -90,15 +91,36 @@ pub struct ToolListing {
 /// A tool as the registry holds it: spec, handler and compiled schema.
 #[derive(Clone)]
 pub struct RegisteredTool {
-    spec: ToolSpec,
+    described: Described,
     handler: Arc<dyn ToolHandler>,
-    validator: Option<Arc<InputValidator>>,
+    /// `None` for pass-through (external) schemas.
+    validator: Option<Arc<LazySchema>>,
 }
+
+/// Where a registered tool's spec lives: a tool keeps its own (so the
+/// registry holds no copy of its schemas); a spec that came without a tool
+/// object is kept here.
+#[derive(Clone)]
+enum Described {
+    ByTool(Arc<dyn Tool>),
+    Given(Arc<ToolSpec>),
+}
+
+/// A tool's input schema, compiled on the tool's first call. Registration
+/// compiles it once to refuse an invalid schema there and drops the result,
+/// so a session holds compiled schemas only of the tools it calls (each is
+/// a few kilobytes of heap, and most sessions call a handful of the tools
+/// they list).
+#[derive(Default)]
+struct LazySchema(OnceLock<CompiledSchema>);
 
 impl RegisteredTool {
     /// The tool's spec.
     pub fn spec(&self) -> &ToolSpec {
-        &self.spec
+        match &self.described {
+            Described::ByTool(tool) => tool.spec(),
+            Described::Given(spec) => spec,
+        }
     }
 
     /// The code that runs calls.
@@ -106,17 +128,41 @@ impl RegisteredTool {
         &self.handler
     }
 
-    /// The compiled schema; `None` for pass-through (external) schemas.
-    pub fn validator(&self) -> Option<&InputValidator> {
-        self.validator.as_deref()
+    /// Checks `args` against the input schema, repairing them where they
+    /// are as `mode` allows (see [`crate::InputValidator::check_in_place`]);
+    /// `None` for pass-through schemas, which are not checked.
+    pub fn check_input(
+        &self,
+        args: &mut Value,
+        mode: InputMode,
+    ) -> Option<Result<bool, InvalidInput>> {
+        let lazy = self.validator.as_ref()?;
+        let schema = &self.spec().input_schema;
+        let compiled = match lazy.0.get() {
+            Some(compiled) => compiled,
+            None => match CompiledSchema::new(schema) {
+                Ok(compiled) => lazy.0.get_or_init(|| compiled),
+                // Compiled once at registration already; a schema cannot
+                // stop compiling since, but say so rather than panic.
+                Err(message) => {
+                    return Some(Err(InvalidInput {
+                        pointer: String::new(),
+                        message: format!("the tool's input schema does not compile: {message}"),
+                        more: Vec::new(),
+                    }));
+                }
+            },
+        };
+        Some(compiled.check_in_place(schema, args, mode))
     }
 
     fn listing(&self) -> ToolListing {
+        let spec = self.spec();
         ToolListing {
-            name: self.spec.name.clone(),
-            effect_class: self.spec.effect_class,
-            idempotency: self.spec.idempotency,
-            version: self.spec.version.clone(),
+            name: spec.name.clone(),
+            effect_class: spec.effect_class,
+            idempotency: spec.idempotency,
+            version: spec.version.clone(),
         }
     }
 }
@@ -124,7 +170,7 @@ impl RegisteredTool {
 impl std::fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RegisteredTool")
-            .field("spec", &self.spec)
+            .field("spec", self.spec())
             .finish_non_exhaustive()
     }
 }
@@ -144,14 +190,12 @@ impl Registry {
 
     /// Adds an active tool.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolRegistrationError> {
-        let spec = tool.spec().clone();
-        self.insert(spec, tool, false)
+        self.insert(tool.clone(), Described::ByTool(tool), false)
     }
 
     /// Adds a deferred tool: known, searchable, but not callable until activated.
     pub fn register_deferred(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolRegistrationError> {
-        let spec = tool.spec().clone();
-        self.insert(spec, tool, true)
+        self.insert(tool.clone(), Described::ByTool(tool), true)
     }
 
     /// Adds a tool that arrived at run time with its class and idempotency as
@@ -161,7 +205,11 @@ impl Registry {
         spec: DynamicToolSpec,
         handler: Arc<dyn ToolHandler>,
     ) -> Result<(), ToolRegistrationError> {
-        self.insert(spec.into_spec()?, handler, false)
+        self.insert(
+            handler,
+            Described::Given(Arc::new(spec.into_spec()?)),
+            false,
+        )
     }
 
     /// Like [`Registry::register_dynamic`], into the deferred pool.
@@ -170,43 +218,46 @@ impl Registry {
         spec: DynamicToolSpec,
         handler: Arc<dyn ToolHandler>,
     ) -> Result<(), ToolRegistrationError> {
-        self.insert(spec.into_spec()?, handler, true)
+        self.insert(handler, Described::Given(Arc::new(spec.into_spec()?)), true)
     }
 
     fn insert(
         &mut self,
-        spec: ToolSpec,
         handler: Arc<dyn ToolHandler>,
+        described: Described,
         deferred: bool,
     ) -> Result<(), ToolRegistrationError> {
-        check_spec(&spec)?;
+        let tool = RegisteredTool {
+            described,
+            handler,
+            validator: None,
+        };
+        let spec = tool.spec();
+        check_spec(spec)?;
         if self.active.contains_key(&spec.name) || self.deferred.contains_key(&spec.name) {
-            return Err(ToolRegistrationError::DuplicateName { tool: spec.name });
+            return Err(ToolRegistrationError::DuplicateName {
+                tool: spec.name.clone(),
+            });
         }
         let validator = match spec.schema_mode {
             SchemaMode::Validated => {
-                Some(Arc::new(InputValidator::new(&spec.input_schema).map_err(
-                    |message| ToolRegistrationError::InvalidSchema {
+                CompiledSchema::new(&spec.input_schema).map_err(|message| {
+                    ToolRegistrationError::InvalidSchema {
                         tool: spec.name.clone(),
                         message,
-                    },
-                )?))
+                    }
+                })?;
+                Some(Arc::default())
             }
             SchemaMode::Passthrough => None,
         };
+        let name = spec.name.clone();
         let pool = if deferred {
             &mut self.deferred
         } else {
             &mut self.active
         };
-        pool.insert(
-            spec.name.clone(),
-            RegisteredTool {
-                spec,
-                handler,
-                validator,
-            },
-        );
+        pool.insert(name, RegisteredTool { validator, ..tool });
         Ok(())
     }
 
@@ -277,5 +328,44 @@ fn check_spec(spec: &ToolSpec) -> Result<(), ToolRegistrationError> {
             })
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{CallContext, ToolError, ToolOutput};
+    use serde_json::json;
+
+    struct Nothing;
+
+    #[async_trait::async_trait]
+    impl ToolHandler for Nothing {
+        async fn call(&self, _args: Value, _ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text(""))
+        }
+    }
+
+    #[test]
+    fn a_schema_is_compiled_and_kept_on_its_tools_first_call_only() {
+        let mut registry = Registry::new();
+        for name in ["called", "listed"] {
+            let mut spec = DynamicToolSpec::new(name, "read", None);
+            spec.input_schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+            registry.register_dynamic(spec, Arc::new(Nothing)).unwrap();
+        }
+        let compiled = |name: &str| {
+            let lazy = registry.get(name).unwrap().validator.as_ref().unwrap();
+            lazy.0.get().is_some()
+        };
+        assert!(!compiled("called") && !compiled("listed"));
+        let mut args = json!({"n": 1});
+        let checked = registry
+            .get("called")
+            .unwrap()
+            .check_input(&mut args, InputMode::Strict);
+        assert_eq!(checked, Some(Ok(false)));
+        assert!(compiled("called"));
+        assert!(!compiled("listed"));
     }
 }

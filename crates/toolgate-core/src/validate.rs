@@ -54,10 +54,10 @@ fn others(more: &[(String, String)]) -> String {
         .collect()
 }
 
-/// A compiled schema, built once per tool at registration.
+/// A compiled schema with the schema it was compiled from.
 pub struct InputValidator {
     schema: Value,
-    compiled: jsonschema::Validator,
+    compiled: CompiledSchema,
 }
 
 impl std::fmt::Debug for InputValidator {
@@ -75,10 +75,9 @@ const MAX_DEPTH: usize = 64;
 impl InputValidator {
     /// Compiles `schema`. Remote `$ref`s are not fetched.
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let compiled = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
         Ok(InputValidator {
+            compiled: CompiledSchema::new(schema)?,
             schema: schema.clone(),
-            compiled,
         })
     }
 
@@ -99,6 +98,47 @@ impl InputValidator {
     /// copy of a large argument); returns whether anything was repaired.
     /// On an error `args` may be partly repaired.
     pub fn check_in_place(&self, args: &mut Value, mode: InputMode) -> Result<bool, InvalidInput> {
+        self.compiled.check_in_place(&self.schema, args, mode)
+    }
+}
+
+/// A compiled schema without a copy of its source: whoever holds the
+/// source passes it to each check (the registry keeps a tool's schema
+/// once, in its spec).
+pub(crate) struct CompiledSchema(jsonschema::Validator);
+
+impl CompiledSchema {
+    /// Compiles `schema`. Remote `$ref`s are not fetched.
+    pub(crate) fn new(schema: &Value) -> Result<Self, String> {
+        jsonschema::validator_for(schema)
+            .map(CompiledSchema)
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`InputValidator::check_in_place`] against `schema`, the schema this
+    /// was compiled from.
+    pub(crate) fn check_in_place(
+        &self,
+        schema: &Value,
+        args: &mut Value,
+        mode: InputMode,
+    ) -> Result<bool, InvalidInput> {
+        Checker {
+            schema,
+            compiled: &self.0,
+        }
+        .check_in_place(args, mode)
+    }
+}
+
+/// A schema and its compiled form, for one check.
+struct Checker<'s> {
+    schema: &'s Value,
+    compiled: &'s jsonschema::Validator,
+}
+
+impl<'s> Checker<'s> {
+    fn check_in_place(&self, args: &mut Value, mode: InputMode) -> Result<bool, InvalidInput> {
         let mut repair = Repair {
             validator: self,
             mode,
@@ -109,7 +149,7 @@ impl InputValidator {
             *args = Value::Object(Map::new());
             repair.changed = true;
         }
-        repair.value(args, &self.schema, 0)?;
+        repair.value(args, self.schema, 0)?;
         let args: &Value = args;
         let mut problems: Vec<(String, String)> = self
             .compiled
@@ -151,8 +191,8 @@ impl InputValidator {
 
     /// The fields the schema declares for the object at `pointer` (an
     /// instance path), for "did you mean"; empty when it cannot tell.
-    fn fields_at(&self, pointer: &str) -> Vec<&str> {
-        let mut schema = self.resolve(&self.schema);
+    fn fields_at(&self, pointer: &str) -> Vec<&'s str> {
+        let mut schema = self.resolve(self.schema);
         for segment in pointer.split('/').skip(1) {
             let segment = segment.replace("~1", "/").replace("~0", "~");
             let next = schema
@@ -175,7 +215,7 @@ impl InputValidator {
             .unwrap_or_default()
     }
 
-    fn resolve<'s>(&'s self, mut schema: &'s Value) -> &'s Value {
+    fn resolve(&self, mut schema: &'s Value) -> &'s Value {
         for _ in 0..MAX_DEPTH {
             match schema.get("$ref").and_then(Value::as_str) {
                 Some(reference) if reference.starts_with('#') => {
@@ -192,7 +232,7 @@ impl InputValidator {
 
     /// The types a schema admits, looking through `anyOf` / `oneOf`; `None`
     /// when any branch admits every type.
-    fn declared_types<'s>(&'s self, schema: &'s Value, depth: usize) -> Option<Vec<&'s str>> {
+    fn declared_types(&self, schema: &'s Value, depth: usize) -> Option<Vec<&'s str>> {
         let schema = self.resolve(schema);
         match schema.get("type") {
             Some(Value::String(t)) => return Some(vec![t.as_str()]),
@@ -219,7 +259,7 @@ impl InputValidator {
 
     /// The branch of an `anyOf` / `oneOf` whose declared type fits `value`,
     /// or the schema itself.
-    fn branch_for<'s>(&'s self, schema: &'s Value, value: &Value, depth: usize) -> &'s Value {
+    fn branch_for(&self, schema: &'s Value, value: &Value, depth: usize) -> &'s Value {
         let schema = self.resolve(schema);
         let Some(branches) = schema
             .get("anyOf")
@@ -244,7 +284,7 @@ impl InputValidator {
 
 /// One walk over a value, repairing it in place.
 struct Repair<'v> {
-    validator: &'v InputValidator,
+    validator: &'v Checker<'v>,
     mode: InputMode,
     /// JSON pointer of the value being looked at.
     pointer: String,

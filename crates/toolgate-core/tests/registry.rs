@@ -202,3 +202,80 @@ fn listing_shows_class_idempotency_and_version_and_deferred_tools_activate() {
     assert!(reg.get_deferred("later").is_none());
     assert!(!reg.activate("later"));
 }
+
+fn with_schema(name: &str, schema: Value) -> Arc<dyn Tool> {
+    Arc::new(Fixed(
+        ToolSpec::new(name, "test tool", EffectClass::Read).input_schema(schema),
+    ))
+}
+
+#[test]
+fn a_registered_tool_is_described_by_its_own_spec_not_a_copy() {
+    let tool = with_schema("counted", json!({"type": "object"}));
+    let mut reg = Registry::new();
+    reg.register(tool.clone()).unwrap();
+    reg.register_deferred(with_schema("later", json!({"type": "object"})))
+        .unwrap();
+    assert!(std::ptr::eq(
+        reg.get("counted").unwrap().spec(),
+        tool.spec()
+    ));
+    assert_eq!(reg.get_deferred("later").unwrap().spec().name, "later");
+}
+
+#[test]
+fn a_schema_that_does_not_compile_is_refused_at_registration() {
+    // Valid against the meta-schema; only compiling finds the bad pattern.
+    let schema = json!({"type": "object", "properties": {"p": {"type": "string", "pattern": "("}}});
+    let mut reg = Registry::new();
+    let err = reg
+        .register(with_schema("bad_pattern", schema))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("tool `bad_pattern` has an invalid input schema"),
+        "{err}"
+    );
+    assert!(reg.get("bad_pattern").is_none());
+}
+
+#[test]
+fn input_is_checked_and_repaired_on_every_call() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": false,
+    });
+    let mut reg = Registry::new();
+    reg.register(with_schema("typed", schema)).unwrap();
+    reg.register(Arc::new(Fixed(
+        ToolSpec::new("external", "an external tool", EffectClass::Read).passthrough_schema(
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        ),
+    )))
+    .unwrap();
+    let typed = reg.get("typed").unwrap();
+    for _ in 0..2 {
+        let mut args = json!({"n": "5"});
+        assert_eq!(
+            typed.check_input(&mut args, toolgate_core::InputMode::Coerce),
+            Some(Ok(true))
+        );
+        assert_eq!(args, json!({"n": 5}));
+        let mut wrong = json!({"n": "five", "m": 1});
+        let err = typed
+            .check_input(&mut wrong, toolgate_core::InputMode::Coerce)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.pointer, "/n", "{err}");
+    }
+    let mut anything = json!({"n": "five"});
+    assert_eq!(
+        reg.get("external")
+            .unwrap()
+            .check_input(&mut anything, toolgate_core::InputMode::Strict),
+        None
+    );
+    assert_eq!(anything, json!({"n": "five"}));
+}

@@ -506,15 +506,15 @@ impl Executor {
         tool: &RegisteredTool,
         args: Value,
     ) -> Result<(Value, bool, String), (Value, CallError)> {
-        let Some(validator) = tool.validator() else {
+        let mut args = args;
+        let Some(checked) = tool.check_input(&mut args, self.input_mode) else {
             return Ok((
                 args,
                 false,
                 "external schema: passed through unchanged".to_owned(),
             ));
         };
-        let mut args = args;
-        match validator.check_in_place(&mut args, self.input_mode) {
+        match checked {
             Ok(false) => Ok((args, false, "arguments fit the schema".to_owned())),
             Ok(true) => Ok((
                 args,
