@@ -32,6 +32,15 @@ use crate::config::{Environment, Overrides, Settings};
 #[derive(Debug, Parser)]
 #[command(name = "toolgate", version, about, max_term_width = 100)]
 struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every command takes, before or after its name.
+#[derive(Debug, clap::Args)]
+struct Globals {
     /// Configuration file to use instead of the project's toolgate.toml.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -56,8 +65,41 @@ struct Cli {
     /// [identity] agent, else the MCP client's name, else `cli`/`mcp`).
     #[arg(long, global = true, value_name = "NAME")]
     agent: Option<String>,
-    #[command(subcommand)]
-    command: Command,
+}
+
+impl Cli {
+    /// The command line, parsed. `toolgate mcp ...`, which an MCP client
+    /// starts for every session, is parsed against the global options and
+    /// `mcp` alone: the whole command tree is some 250 KB of code and its
+    /// heap, which the server would otherwise keep mapped for its life.
+    /// Whatever does not parse that way (another command, `--help`,
+    /// `--version`, a mistake) is parsed against the whole tree, which
+    /// answers it as before.
+    fn from_env() -> Cli {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        Cli::mcp_only(&args).unwrap_or_else(|| Cli::parse_from(args))
+    }
+
+    /// `args` as `toolgate [global options] mcp [its options]`, or `None`.
+    fn mcp_only(args: &[std::ffi::OsString]) -> Option<Cli> {
+        use clap::{Args, FromArgMatches};
+        if !args.iter().skip(1).any(|arg| arg == "mcp") {
+            return None;
+        }
+        let tree = Globals::augment_args(clap::Command::new("toolgate"))
+            .subcommand_required(true)
+            .subcommand(mcp::Exposure::augment_args(clap::Command::new("mcp")));
+        let matches = tree.try_get_matches_from(args).ok()?;
+        let ("mcp", options) = matches.subcommand()? else {
+            return None;
+        };
+        Some(Cli {
+            globals: Globals::from_arg_matches(&matches).ok()?,
+            command: Command::Mcp {
+                exposure: mcp::Exposure::from_arg_matches(options).ok()?,
+            },
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -237,7 +279,7 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
     limit_malloc_arenas();
-    let cli = Cli::parse();
+    let cli = Cli::from_env();
     match run(cli) {
         Ok(code) => code,
         // `toolgate tools | head`: the reader has all it wanted. Like other
@@ -286,12 +328,12 @@ fn stdout_closed(error: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> Result<ExitCode> {
     let env = Environment::capture().context("cannot read the working directory")?;
     let overrides = Overrides {
-        config: cli.config.clone(),
-        preset: cli.preset,
-        policy: cli.policy,
-        roots: cli.roots.clone(),
-        root_aliases: cli.root_aliases.clone(),
-        agent: cli.agent.clone(),
+        config: cli.globals.config.clone(),
+        preset: cli.globals.preset,
+        policy: cli.globals.policy,
+        roots: cli.globals.roots.clone(),
+        root_aliases: cli.globals.root_aliases.clone(),
+        agent: cli.globals.agent.clone(),
     };
     // Before the configuration is loaded: its warnings are about what
     // this command changes.
@@ -321,7 +363,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp { exposure } => {
             let mut settings = exposure.apply(settings)?;
             settings.serving = true;
-            return mcp::stdio(settings, env, cli.demo);
+            return mcp::stdio(settings, env, cli.globals.demo);
         }
         Command::Serve {
             exposure,
@@ -338,7 +380,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 allow_remote,
                 no_token,
             };
-            return mcp::http(settings, env, cli.demo, flags);
+            return mcp::http(settings, env, cli.globals.demo, flags);
         }
         Command::Resolve {
             description,
@@ -348,7 +390,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let request = resolve::Request {
                 description,
                 cwd,
-                config: cli.config.clone(),
+                config: cli.globals.config.clone(),
                 json,
             };
             return resolve::run(&settings, &env, request);
@@ -420,7 +462,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
     // A person at `toolgate call` names the tool: nothing is deferred there.
     // The listings show what a model would see.
     let defer = !matches!(command, Command::Call { .. });
-    let executor = executor(&settings, &env, cli.demo, gate.as_ref(), &servers, defer)?;
+    let executor = executor(
+        &settings,
+        &env,
+        cli.globals.demo,
+        gate.as_ref(),
+        &servers,
+        defer,
+    )?;
     // The policy resolves relative paths where the tools do.
     let cwd = sandbox::working_dir(&settings, &env);
     let agent = settings.agent.clone().unwrap_or_else(|| "cli".to_owned());
@@ -644,4 +693,77 @@ pub(crate) fn call_id() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     format!("cli-{}-{nanos:x}", std::process::id())
+}
+
+#[cfg(test)]
+mod cli_tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn args(line: &[&str]) -> Vec<OsString> {
+        std::iter::once("toolgate")
+            .chain(line.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    #[test]
+    fn an_mcp_command_line_parses_alone_as_against_the_whole_tree() {
+        for line in [
+            &["mcp"][..],
+            &["--root", "a", "mcp", "--tools", "read,ls", "--no-sandbox"],
+            &["mcp", "--root", "b", "--agent", "x", "--demo"],
+            &[
+                "--preset",
+                "readonly",
+                "mcp",
+                "--allow-pattern",
+                "^ls",
+                "--allow-pattern",
+                "^cat",
+            ],
+            &[
+                "mcp",
+                "--allow-commands",
+                "",
+                "--config",
+                "t.toml",
+                "--policy",
+                "strict",
+            ],
+            &[
+                "--root-alias",
+                "w=/work",
+                "--root",
+                "w",
+                "mcp",
+                "--root",
+                "mcp",
+            ],
+        ] {
+            let whole = Cli::try_parse_from(args(line)).unwrap();
+            let alone = Cli::mcp_only(&args(line))
+                .unwrap_or_else(|| panic!("{line:?} did not parse against `mcp` alone"));
+            assert_eq!(format!("{alone:?}"), format!("{whole:?}"), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn everything_else_is_left_to_the_whole_tree() {
+        for line in [
+            &["mcp", "--help"][..],
+            &["--version", "mcp"],
+            &["mcp", "--no-such-flag"],
+            &["--root", "mcp", "serve"],
+            &["serve", "--root", "mcp"],
+            &["mpc"],
+            &["--preset", "no-such-preset", "mcp"],
+            &["tools", "mcp"],
+        ] {
+            assert!(
+                Cli::mcp_only(&args(line)).is_none(),
+                "{line:?} was taken for `toolgate mcp`"
+            );
+        }
+    }
 }
