@@ -28,7 +28,7 @@ use std::sync::Mutex;
 
 use rustix::fs::inotify;
 
-use crate::repos::watched::MountTable;
+use crate::repos::watched::{MountTable, retire};
 
 /// The scanned directories: /usr is not scanned, it is large and what it
 /// holds is meant to be read.
@@ -48,7 +48,9 @@ pub(super) fn system_paths() -> Vec<PathBuf> {
     {
         return watched.found.clone();
     }
-    cache.watched = None;
+    if let Some(stale) = cache.watched.take() {
+        retire(stale.inotify);
+    }
     cache.scans += 1;
     if cache.scans > 1
         && let Some(watched) = Watched::scan()
@@ -87,6 +89,7 @@ impl Watched {
         let mut found = Vec::new();
         for dir in SCANNED {
             if !scan(Path::new(dir), &mut found, Some(&inotify)) {
+                retire(inotify);
                 return None;
             }
         }

@@ -114,13 +114,14 @@ fn reuse(root: &Path, budget: usize) -> Option<RootScan> {
     Some(scan)
 }
 
-/// Closes a dropped walk's inotify instance on a thread of its own.
+/// Closes an inotify instance that is of no use any more (a dropped walk's,
+/// or the private-file scan's, `plan::private`) on a thread of its own.
 /// Closing an instance that holds watches waits for the kernel's fsnotify
 /// grace period (SRCU): 8 to 22 ms per close measured in a server whose
-/// command had made a directory, on the thread that answers calls. The
-/// instance is of no use any more, so no call waits for that. Should the
-/// thread not start, the instance is closed here as before.
-fn retire(inotify: OwnedFd) {
+/// command had made a directory, on the thread that answers calls; no call
+/// waits for that now. Should the thread not start, the instance is closed
+/// here as before.
+pub(crate) fn retire(inotify: OwnedFd) {
     static CLOSER: OnceLock<Option<mpsc::Sender<OwnedFd>>> = OnceLock::new();
     let closer = CLOSER.get_or_init(|| {
         let (closer, retired) = mpsc::channel::<OwnedFd>();
