@@ -73,19 +73,7 @@ shell_server="$work/peers/venv/bin/mcp-shell-server"
 
 echo "== the workload: bench/gen-tree.py's tree, a 2 KB file, a 50-entry directory, an 8 MB file" >&2
 python3 bench/gen-tree.py "$root" >/dev/null
-python3 - "$root" <<'PY'
-import os, sys
-root = sys.argv[1]
-os.makedirs(f"{root}/bench/dir50")
-with open(f"{root}/bench/small.txt", "w") as f:
-    f.write("SMALL_FIRST_LINE_MARKER\n" + "".join(f"line {i:03} of a small text file, about two kilobytes\n" for i in range(38)) + "SMALL_LAST_LINE_MARKER\n")
-for i in range(50):
-    with open(f"{root}/bench/dir50/entry_{i:02}.txt", "w") as f:
-        f.write(f"entry {i}\n")
-line = "the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuv\n"
-with open(f"{root}/bench/big.txt", "w") as f:
-    f.write("BIG_FIRST_LINE_MARKER\n" + line * (8 * 1024 * 1024 // len(line)) + "BIG_LAST_LINE_MARKER\n")
-PY
+python3 bench/mcp/workload-files.py "$root"
 rs_count=$(find "$root/src" -name '*.rs' | wc -l)
 
 # Node: the system's, unless the server will not start on it (newer releases
