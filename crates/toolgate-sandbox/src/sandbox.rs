@@ -67,6 +67,9 @@ pub struct SandboxConfig {
     /// Whether a sandbox is started ahead of the next command (see
     /// [`SandboxConfig::pool`]).
     pub pool: bool,
+    /// Whether this process exits after a run or a few (see
+    /// [`SandboxConfig::short_lived`]).
+    pub short_lived: bool,
 }
 
 impl SandboxConfig {
@@ -82,7 +85,23 @@ impl SandboxConfig {
             linger: None,
             creation_guard: true,
             pool: false,
+            short_lived: false,
         }
+    }
+
+    /// Tells that this process runs a command or a few and exits (a
+    /// one-shot `toolgate sandbox`), which applies to the whole process:
+    /// every run walks each writable root before and after the command,
+    /// and the walk before is kept for the one after under inotify's
+    /// watches (`repos::watched`); closing an instance that holds watches
+    /// waits for the kernel's fsnotify grace period, 5 to 14 ms measured,
+    /// which a process pays as it exits. So a short-lived process keeps
+    /// only walks of large roots, whose second walk would cost more; a
+    /// small root's watches are closed on a thread of their own right
+    /// after its first walk, and its later walks are made afresh.
+    pub fn short_lived(mut self) -> Self {
+        self.short_lived = true;
+        self
     }
 
     /// Keeps one sandbox started ahead of the next command, for servers that
@@ -320,6 +339,9 @@ impl Sandbox {
         empty_readonly_dir(&empty_dir)?;
         // Placeholders a killed toolgate left on the host.
         journal::sweep(&config.state_dir);
+        if config.short_lived {
+            crate::repos::watched::short_lived();
+        }
         Ok(Sandbox {
             backend,
             bwrap: findings.bwrap.path.clone(),

@@ -47,6 +47,9 @@ fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
         // The next command's sandbox is set up while the agent reads the
         // last answer.
         config = config.pool();
+    } else {
+        // One command, or a few, and the process exits.
+        config = config.short_lived();
     }
     if let EgressMode::Proxy(rules) = &settings.network {
         // Every connection a command makes through the proxy, allowed or

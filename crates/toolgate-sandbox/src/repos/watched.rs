@@ -57,8 +57,26 @@ const LOCAL_FILESYSTEMS: &[&str] = &[
     "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "bcachefs", "overlay",
 ];
 
+/// The fewest entries of a walk that a short-lived process keeps: a walk
+/// of this many takes about as long (2 to 4 ms, 1 to 2 µs an entry on a
+/// few threads) as the fsnotify grace period its instance's close waits
+/// for at the process's exit.
+const SHORT_LIVED_KEEPS_FROM: usize = 4096;
+
 static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
 static WALKS: AtomicU64 = AtomicU64::new(0);
+/// Set once this process is known to exit soon ([`short_lived`]).
+static SHORT_LIVED: AtomicBool = AtomicBool::new(false);
+/// The roots a short-lived process found too small to keep a walk of:
+/// walked without watches from then on.
+static SMALL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Marks this process as one that exits after a run or a few: from now on
+/// it keeps only walks of at least [`SHORT_LIVED_KEEPS_FROM`] entries (see
+/// `SandboxConfig::short_lived`).
+pub(crate) fn short_lived() {
+    SHORT_LIVED.store(true, Ordering::Relaxed);
+}
 
 /// How many walks this process made (kept walks given out again do not
 /// count).
@@ -75,6 +93,10 @@ pub fn scan(root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
     }
     WALKS.fetch_add(1, Ordering::Relaxed);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let short_lived = SHORT_LIVED.load(Ordering::Relaxed);
+    if short_lived && small().iter().any(|small| small == root) {
+        return super::scan_root_parallel(root, budget, threads);
+    }
     let Some(watching) = Watching::start(root) else {
         return super::scan_root_parallel(root, budget, threads);
     };
@@ -88,6 +110,12 @@ pub fn scan(root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
     let Some(kept) = watching.finish(root, &scan) else {
         return Ok(scan);
     };
+    if short_lived && kept.entries < SHORT_LIVED_KEEPS_FROM {
+        // Closed now, while the command starts, not as the process exits.
+        retire(kept.inotify);
+        small().push(root.to_owned());
+        return Ok(scan);
+    }
     let mut all = lock();
     // A walk of the same root made meanwhile is replaced: the newer one
     // holds for every change the older one would have seen.
@@ -139,6 +167,12 @@ pub(crate) fn retire(inotify: OwnedFd) {
 
 fn lock() -> std::sync::MutexGuard<'static, Vec<Kept>> {
     KEPT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn small() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    SMALL
+        .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
