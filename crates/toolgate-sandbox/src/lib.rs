@@ -26,6 +26,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod spec;
 pub mod stage2;
+mod walk;
 pub mod workspace;
 
 pub use jail::{EntryInfo, EntryKind, FileStat, Jail, JailError};

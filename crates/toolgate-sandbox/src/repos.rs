@@ -235,96 +235,41 @@ pub(crate) fn scan_parallel_with<S>(
 where
     S: DirSource<Dir = std::os::fd::OwnedFd> + Sync,
 {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::{Condvar, Mutex};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     if threads <= 1 {
         return scan_root(root, budget, source);
     }
-    /// Directories still to visit (with their depth) and how many are
-    /// taken but not finished.
-    struct Work {
-        queue: Vec<(PathBuf, usize)>,
-        in_flight: usize,
-    }
-    let work = Mutex::new(Work {
-        queue: vec![(root.to_owned(), 0)],
-        in_flight: 1,
-    });
-    let wake = Condvar::new();
     let seen = AtomicUsize::new(0);
-    let too_large = AtomicBool::new(false);
-    let worker = || -> RootScan {
-        let mut scan = RootScan::default();
-        loop {
-            let (path, depth) = {
-                let Ok(mut guard) = work.lock() else {
-                    too_large.store(true, Ordering::SeqCst);
-                    return scan;
-                };
-                loop {
-                    if too_large.load(Ordering::SeqCst) {
-                        return scan;
-                    }
-                    if let Some(next) = guard.queue.pop() {
-                        break next;
-                    }
-                    if guard.in_flight == 0 {
-                        return scan;
-                    }
-                    guard = match wake.wait(guard) {
-                        Ok(g) => g,
-                        Err(_) => {
-                            too_large.store(true, Ordering::SeqCst);
-                            return scan;
-                        }
-                    };
-                }
-            };
-            let mut children = Vec::new();
-            if depth > MAX_DEPTH || path.as_os_str().len() > MAX_PATH_BYTES {
-                too_large.store(true, Ordering::SeqCst);
-            } else if let Some(dir) = {
-                source.entering(&path);
-                open_beneath_no_symlinks(&path)
-            } {
-                let mut count = 0;
-                if let Some(frame) = visit(&mut scan, &mut count, source, path.clone(), dir) {
-                    children = frame
-                        .pending
-                        .into_iter()
-                        .map(|name| (path.join(name), depth + 1))
-                        .collect();
-                }
-                if seen.fetch_add(count, Ordering::SeqCst) + count > budget {
-                    too_large.store(true, Ordering::SeqCst);
-                }
-            } else {
-                scan.unlisted.push(path);
-            }
-            let Ok(mut guard) = work.lock() else {
-                too_large.store(true, Ordering::SeqCst);
-                return scan;
-            };
-            guard.in_flight = guard.in_flight + children.len() - 1;
-            guard.queue.extend(children);
-            drop(guard);
-            wake.notify_all();
+    let list_one = |(path, depth): (PathBuf, usize), scan: &mut RootScan| {
+        if depth > MAX_DEPTH || path.as_os_str().len() > MAX_PATH_BYTES {
+            return Err(crate::walk::Stopped);
         }
+        source.entering(&path);
+        let Some(dir) = open_beneath_no_symlinks(&path) else {
+            scan.unlisted.push(path);
+            return Ok(Vec::new());
+        };
+        let mut count = 0;
+        let children =
+            visit(scan, &mut count, source, path.clone(), dir).map_or_else(Vec::new, |frame| {
+                frame
+                    .pending
+                    .into_iter()
+                    .map(|name| (path.join(name), depth + 1))
+                    .collect()
+            });
+        if seen.fetch_add(count, Ordering::SeqCst) + count > budget {
+            return Err(crate::walk::Stopped);
+        }
+        Ok(children)
     };
-    let scans: Vec<RootScan> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(worker)).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    if too_large.load(Ordering::SeqCst) {
+    let Ok(scans) = crate::walk::parallel(vec![(root.to_owned(), 0)], threads, list_one) else {
         return Err(ScanTooLarge {
             root: root.to_owned(),
             budget,
         });
-    }
+    };
     let mut merged = RootScan::default();
     for scan in scans {
         merged.repos.extend(scan.repos);

@@ -29,6 +29,7 @@ use std::sync::Mutex;
 use rustix::fs::inotify;
 
 use crate::repos::watched::{MountTable, retire};
+use crate::walk::Stopped;
 
 /// The scanned directories: /usr is not scanned, it is large and what it
 /// holds is meant to be read.
@@ -59,11 +60,20 @@ pub(super) fn system_paths() -> Vec<PathBuf> {
         cache.watched = Some(watched);
         return found;
     }
-    let mut found = Vec::new();
-    for dir in SCANNED {
-        scan(Path::new(dir), &mut found, None);
-    }
-    found
+    scan(None).unwrap_or_default()
+}
+
+/// The private entries of every scanned directory, on a few threads (see
+/// [`scan_dir`]); `None` when a watch could not be added.
+fn scan(watch: Option<&OwnedFd>) -> Option<Vec<PathBuf>> {
+    let start = SCANNED.iter().map(PathBuf::from).collect();
+    let found = crate::walk::parallel(start, crate::walk::threads(), |dir, found| {
+        scan_dir(&dir, found, watch)
+    })
+    .ok()?;
+    let mut found: Vec<PathBuf> = found.into_iter().flatten().collect();
+    found.sort();
+    Some(found)
 }
 
 struct Cache {
@@ -86,13 +96,10 @@ impl Watched {
             inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
         // Armed before the scan: a mount made during it shows next time.
         let mounts = MountTable::open()?;
-        let mut found = Vec::new();
-        for dir in SCANNED {
-            if !scan(Path::new(dir), &mut found, Some(&inotify)) {
-                retire(inotify);
-                return None;
-            }
-        }
+        let Some(found) = scan(Some(&inotify)) else {
+            retire(inotify);
+            return None;
+        };
         Some(Watched {
             inotify,
             mounts,
@@ -114,15 +121,19 @@ impl Watched {
 }
 
 /// Collects into `found` the entries of `dir` others may not read (files)
-/// or enter (directories), without descending into the latter or following
-/// symlinks; with `watch`, adds a watch to each directory before reading
-/// it, and returns false when one cannot be added.
+/// or enter (directories), and returns the subdirectories to scan next
+/// (not the former, and no symlink is followed); with `watch`, adds a watch
+/// to `dir` before reading it, and stops when one cannot be added.
 ///
 /// Each entry is looked at relative to its open directory (`statx` on the
 /// directory's descriptor, asking only for type and mode), and symlinks,
 /// which the listing already names as such, are not looked at: most of the
 /// scan's cost was walking every full path again.
-fn scan(dir: &Path, found: &mut Vec<PathBuf>, watch: Option<&OwnedFd>) -> bool {
+fn scan_dir(
+    dir: &Path,
+    found: &mut Vec<PathBuf>,
+    watch: Option<&OwnedFd>,
+) -> Result<Vec<PathBuf>, Stopped> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
     use std::os::unix::ffi::OsStrExt;
     if let Some(inotify) = watch {
@@ -133,15 +144,15 @@ fn scan(dir: &Path, found: &mut Vec<PathBuf>, watch: Option<&OwnedFd>) -> bool {
             | inotify::WatchFlags::MOVED_TO
             | inotify::WatchFlags::ONLYDIR;
         if inotify::add_watch(inotify, dir, events).is_err() {
-            return false;
+            return Err(Stopped);
         }
     }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
-        return true;
+        return Ok(Vec::new());
     };
     let Ok(mut entries) = rustix::fs::Dir::new(fd) else {
-        return true;
+        return Ok(Vec::new());
     };
     let mut subdirs = Vec::new();
     while let Some(Ok(entry)) = entries.read() {
@@ -168,7 +179,7 @@ fn scan(dir: &Path, found: &mut Vec<PathBuf>, watch: Option<&OwnedFd>) -> bool {
             && stat.stx_nlink > 1
             && inotify::add_watch(inotify, &path, file_events()).is_err()
         {
-            return false;
+            return Err(Stopped);
         }
         match FileType::from_raw_mode(mode) {
             FileType::Directory if mode & 0o001 == 0 => found.push(path),
@@ -177,9 +188,7 @@ fn scan(dir: &Path, found: &mut Vec<PathBuf>, watch: Option<&OwnedFd>) -> bool {
             _ => {}
         }
     }
-    // Closed before going down: a deep tree holds one directory at a time.
-    drop(entries);
-    subdirs.iter().all(|subdir| scan(subdir, found, watch))
+    Ok(subdirs)
 }
 
 /// What changes an entry's own mode, owner or place.

@@ -92,7 +92,7 @@ pub fn scan(root: &Path, budget: usize) -> Result<RootScan, ScanTooLarge> {
         return Ok(scan);
     }
     WALKS.fetch_add(1, Ordering::Relaxed);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let threads = crate::walk::threads();
     let short_lived = SHORT_LIVED.load(Ordering::Relaxed);
     if short_lived && small().iter().any(|small| small == root) {
         return super::scan_root_parallel(root, budget, threads);
