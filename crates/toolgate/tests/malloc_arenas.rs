@@ -1,5 +1,5 @@
-//! A long-running `toolgate mcp` allocates in one glibc malloc arena, the
-//! main one (main.rs `limit_malloc_arenas`), whatever threads its `find` and
+//! A long-running `toolgate mcp` allocates in at most one glibc malloc arena
+//! per core (main.rs `limit_malloc_arenas`), whatever threads its `find` and
 //! `grep` walks start, unless the user set their own limit. Each arena keeps
 //! what it touched after its thread has gone, so glibc's default of eight
 //! per core left megabytes resident in a server.
@@ -79,16 +79,17 @@ fn arenas_after_walks(malloc_arena_max: Option<&str>) -> usize {
 }
 
 #[test]
-fn a_server_allocates_in_one_arena_and_a_users_limit_stands() {
-    assert_eq!(
-        arenas_after_walks(None),
-        0,
-        "a server made malloc arenas for its walkers' threads"
-    );
-    // The user's own limit is not overridden: the walkers' threads get
-    // arenas of their own again.
+fn a_server_allocates_in_one_arena_per_core_and_a_users_limit_stands() {
+    let cores = std::thread::available_parallelism().unwrap().get().max(2);
+    let arenas = arenas_after_walks(None);
     assert!(
-        arenas_after_walks(Some("4")) >= 1,
-        "MALLOC_ARENA_MAX=4 was overridden"
+        (1..cores).contains(&arenas),
+        "{arenas} thread arenas on {cores} cores: at most one arena per core, the main one included"
+    );
+    // The user's own limit is not overridden: one arena, the main one.
+    assert_eq!(
+        arenas_after_walks(Some("1")),
+        0,
+        "MALLOC_ARENA_MAX=1 was overridden"
     );
 }
