@@ -19,14 +19,13 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::FSMONITOR;
 use tokio::sync::Mutex;
 use toolgate_sandbox::repos::watched::walks;
 use toolgate_sandbox::{Sandbox, SandboxOutcome};
 
 /// The tests count this process's walks: one at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
-
-const FSMONITOR: &str = "[core]\n\tfsmonitor = touch /tmp/pwned-by-kept-walk\n";
 
 struct World {
     _dir: tempfile::TempDir,
@@ -76,22 +75,7 @@ impl World {
     /// The command appends `core.fsmonitor` to `config` (relative to the
     /// root); it must be refused and the host's file stay as it was.
     async fn fsmonitor_refused(&self, config: &str) {
-        let path = self.root.join(config);
-        let before = std::fs::read(&path).unwrap();
-        let outcome = self.run(&format!("printf '{FSMONITOR}' >> {config}")).await;
-        assert_ne!(
-            outcome.outcome.exit_code, 0,
-            "the command wrote {config}: {outcome:?}"
-        );
-        assert!(
-            outcome.outcome.stderr.contains("Read-only file system"),
-            "{config}: {outcome:?}"
-        );
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            before,
-            "{config} changed on the host"
-        );
+        common::fsmonitor_refused(&self.sandbox, &self.root, config).await;
     }
 }
 

@@ -22,6 +22,32 @@ pub async fn run_shell(sandbox: &Sandbox, root: &Path, script: &str) -> SandboxO
         .unwrap()
 }
 
+/// A `core.fsmonitor` that would run a command of the attacker's on the
+/// host's next `git status`.
+pub const FSMONITOR: &str = "[core]\n\tfsmonitor = touch /tmp/pwned-by-toolgate-test\n";
+
+/// The command in `sandbox` appends `core.fsmonitor` to `config` (relative
+/// to `root`); it must be refused as a read-only file and the host's file
+/// stay as it was.
+pub async fn fsmonitor_refused(sandbox: &Sandbox, root: &Path, config: &str) {
+    let path = root.join(config);
+    let before = std::fs::read(&path).unwrap();
+    let outcome = run_shell(sandbox, root, &format!("printf '{FSMONITOR}' >> {config}")).await;
+    assert_ne!(
+        outcome.outcome.exit_code, 0,
+        "the command wrote {config}: {outcome:?}"
+    );
+    assert!(
+        outcome.outcome.stderr.contains("Read-only file system"),
+        "{config}: {outcome:?}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "{config} changed on the host"
+    );
+}
+
 /// The configuration `sandbox` uses, to adjust.
 pub fn config(state: &Path) -> SandboxConfig {
     let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
