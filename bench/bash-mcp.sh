@@ -42,7 +42,7 @@ python3 -m venv "$work/venv"
 versions=$("$work/venv/bin/python" -c 'from importlib.metadata import version as v; print("mcp-shell-server", v("mcp-shell-server") + ", mcp", v("mcp"))')
 
 echo "== building toolgate and toolgate-stage2 (release)" >&2
-cargo build --release -q -p toolgate -p toolgate-sandbox --bin toolgate --bin toolgate-stage2
+cargo build --release -q -p toolgate --bin toolgate --bin toolgate-stage2
 toolgate="$target/release/toolgate"
 
 echo "== criterion: cargo bench -p toolgate-tools --bench bash" >&2

@@ -50,7 +50,7 @@ fn bench(c: &mut Criterion) {
         (BackendChoice::Landlock, "landlock"),
     ] {
         let config = SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2")),
             base.join(format!("state-{label}")),
         )
         .backend(backend);

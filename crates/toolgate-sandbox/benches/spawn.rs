@@ -57,7 +57,7 @@ fn bench(c: &mut Criterion) {
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
     let sandbox = Sandbox::new(SandboxConfig::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2")),
         dir.path().join("state"),
     ))
     .unwrap();
@@ -89,7 +89,7 @@ fn bench(c: &mut Criterion) {
     });
     let pooled = Sandbox::new(
         SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2")),
             dir.path().join("state"),
         )
         .pool(),

@@ -18,6 +18,8 @@ use std::path::PathBuf;
 
 use crate::spec::NetworkMode;
 
+mod build_mark;
+pub use build_mark::same_build;
 mod caps;
 mod creations;
 mod filter;
@@ -279,6 +281,7 @@ pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error 
 /// Returns the exit status only when the command could not be run; the
 /// reason goes to stderr.
 pub fn main_with_args(args: impl Iterator<Item = OsString>) -> i32 {
+    build_mark::keep();
     let args: Vec<OsString> = args.collect();
     let error = match Stage2Args::parse(&args) {
         Ok((parsed, command)) => confine_and_exec(&parsed, &command),

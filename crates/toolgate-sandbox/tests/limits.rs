@@ -34,7 +34,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("root")).unwrap();
         let config = SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2")),
             dir.path().join("state"),
         )
         .backend(backend)

@@ -39,7 +39,7 @@ impl World {
         let outside = base.join("outside");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::create_dir_all(outside.join("home")).unwrap();
-        let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+        let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2"));
         let sandbox =
             Sandbox::new(SandboxConfig::new(stage2, base.join("state")).backend(backend)).unwrap();
         let world = World {

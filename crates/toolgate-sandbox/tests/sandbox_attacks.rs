@@ -25,7 +25,7 @@ impl World {
         std::fs::create_dir(dir.path().join("outside")).unwrap();
         std::fs::write(dir.path().join("outside/canary"), "canary").unwrap();
         let config = SandboxConfig::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+            PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2")),
             dir.path().join("state"),
         )
         .backend(backend);

@@ -12,7 +12,7 @@ use toolgate_sandbox::{
 };
 
 fn sandbox(state: &Path) -> Sandbox {
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2"));
     Sandbox::new(SandboxConfig::new(stage2, state.to_owned())).unwrap()
 }
 
@@ -554,7 +554,7 @@ fn a_read_deny_target_deleted_after_the_plan_is_skipped_and_a_missing_placeholde
     std::fs::write(&secret, "secret\n").unwrap();
     // Placeholders (where stage 2 cannot guard creations): the run below
     // has no lifeline, which the guard needs.
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2"));
     let sb =
         Sandbox::new(SandboxConfig::new(stage2, dir.path().join("state")).placeholders()).unwrap();
     let spec = SandboxSpec::for_root(&root).read_deny(&secret);

@@ -18,7 +18,7 @@ fn setup() -> (tempfile::TempDir, LocalWorkspace) {
     }
     std::fs::write(base.join("outside/canary"), "canary").unwrap();
     let sandbox = Sandbox::new(SandboxConfig::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2")),
+        PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2")),
         base.join("state"),
     ))
     .unwrap();

@@ -12,7 +12,7 @@
 //!     command), the sandboxed `bash -c true`, output shaping.
 //!
 //! Needs the stage-2 binary next to the bench executable:
-//! `cargo build --release -p toolgate-sandbox --bin toolgate-stage2` before
+//! `cargo build --release -p toolgate --bin toolgate-stage2` before
 //! `cargo bench` (without `--release` before `cargo test --benches`). Run as
 //! root or where user namespaces work (else the sandbox falls back to
 //! Landlock, and the result says which backend ran).
@@ -49,8 +49,8 @@ fn stage2() -> PathBuf {
     }
     panic!(
         "the stage-2 binary is not built (looked for {}); build it first: \
-         `cargo build --release -p toolgate-sandbox --bin toolgate-stage2` before `cargo bench`, \
-         or `cargo build -p toolgate-sandbox --bin toolgate-stage2` before `cargo test --benches` \
+         `cargo build --release -p toolgate --bin toolgate-stage2` before `cargo bench`, \
+         or `cargo build -p toolgate --bin toolgate-stage2` before `cargo test --benches` \
          (with the same CARGO_TARGET_DIR)",
         candidates
             .iter()

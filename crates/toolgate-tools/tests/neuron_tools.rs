@@ -9,7 +9,7 @@
 //! it for this crate's tests. Build it into the SAME target dir first:
 //!
 //! ```text
-//! CARGO_TARGET_DIR=<dir> cargo build -p toolgate-sandbox --bin toolgate-stage2
+//! CARGO_TARGET_DIR=<dir> cargo build -p toolgate --bin toolgate-stage2
 //! CARGO_TARGET_DIR=<dir> cargo test -p toolgate-tools --test neuron_tools
 //! ```
 //!

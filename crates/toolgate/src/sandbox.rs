@@ -25,6 +25,23 @@ use crate::config::{Environment, Settings};
 /// so their removal is quick, and an agent's next command often comes sooner.
 const PLACEHOLDER_LINGER: Duration = Duration::from_millis(250);
 
+/// A sandbox's configuration with its stage 2: `toolgate-stage2` beside this
+/// binary when it is of this very build (it starts in less than half the
+/// time, at every command: under a megabyte to map and relocate instead of
+/// tens), else this binary's hidden subcommand.
+fn stage2_config(env: &Environment) -> Result<SandboxConfig> {
+    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
+    let alone = exe.with_file_name(STAGE2_BINARY);
+    Ok(if toolgate_sandbox::stage2::same_build(&alone) {
+        SandboxConfig::new(alone, env.state_dir())
+    } else {
+        SandboxConfig::new(exe, env.state_dir()).stage2_prefix([STAGE2_COMMAND])
+    })
+}
+
+/// The file name of stage 2 alone (the package's second binary).
+const STAGE2_BINARY: &str = "toolgate-stage2";
+
 /// One `toolgate sandbox` invocation.
 pub struct Run {
     pub network: NetworkMode,
@@ -35,10 +52,8 @@ pub struct Run {
 }
 
 fn sandbox(settings: &Settings, env: &Environment) -> Result<Sandbox> {
-    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
-    let mut config = SandboxConfig::new(exe, env.state_dir())
+    let mut config = stage2_config(env)?
         .backend(settings.backend)
-        .stage2_prefix([STAGE2_COMMAND])
         .limits(settings.limits.clone());
     if settings.serving {
         // The answer goes out first; a command that follows within this
@@ -130,10 +145,8 @@ pub fn allowlisted(
     allow: &[String],
     who: &str,
 ) -> Result<(Sandbox, NetworkMode)> {
-    let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
-    let mut config = SandboxConfig::new(exe, env.state_dir())
+    let mut config = stage2_config(env)?
         .backend(backend)
-        .stage2_prefix([STAGE2_COMMAND])
         .limits(settings.limits.clone());
     if allow.is_empty() {
         return Ok((Sandbox::new(config)?, NetworkMode::None));

@@ -50,7 +50,7 @@ pub async fn fsmonitor_refused(sandbox: &Sandbox, root: &Path, config: &str) {
 
 /// The configuration `sandbox` uses, to adjust.
 pub fn config(state: &Path) -> SandboxConfig {
-    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"));
+    let stage2 = PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2"));
     SandboxConfig::new(stage2, state.to_owned())
 }
 

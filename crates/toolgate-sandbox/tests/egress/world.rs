@@ -80,7 +80,7 @@ impl World {
 
 /// The stage 2 binary the sandbox runs.
 pub fn stage2() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_toolgate-stage2"))
+    PathBuf::from(env!("CARGO_BIN_EXE_toolgate-sandbox-stage2"))
 }
 
 /// A host environment with a plain `PATH`, plus `extra`.

@@ -14,7 +14,7 @@ pub fn stage2() -> PathBuf {
     assert!(
         path.is_file(),
         "the stage-2 binary is missing at {}: build it into the same target dir first with \
-         `cargo build -p toolgate-sandbox --bin toolgate-stage2` (same CARGO_TARGET_DIR)",
+         `cargo build -p toolgate --bin toolgate-stage2` (same CARGO_TARGET_DIR)",
         path.display()
     );
     path

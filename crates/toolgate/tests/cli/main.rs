@@ -28,6 +28,7 @@ mod new_repos;
 mod resolve;
 mod sandbox;
 mod snapshot_scope;
+mod stage2_binary;
 mod state_in_root;
 mod symlinks;
 mod tool_detail;

@@ -6,7 +6,13 @@ use std::process::Command;
 /// `toolgate` in `cwd` with nothing of the host's environment but PATH, and
 /// a home of its own (`base/home`, its config under `base/home/.config`).
 pub fn toolgate(base: &Path, cwd: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    toolgate_at(Path::new(env!("CARGO_BIN_EXE_toolgate")), base, cwd)
+}
+
+/// Like [`toolgate`], with the toolgate binary at `binary` (a link to the
+/// built one placed elsewhere).
+pub fn toolgate_at(binary: &Path, base: &Path, cwd: &Path) -> Command {
+    let mut cmd = Command::new(binary);
     cmd.current_dir(cwd)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
