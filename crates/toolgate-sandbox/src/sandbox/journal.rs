@@ -114,9 +114,14 @@ impl Journal {
         }
         // Written down before any exists: a crash after this leaves
         // records a later sweep acts on, never an unrecorded placeholder.
-        // Nothing to record (stage 2 guards absent names), nothing to sync.
+        // Only what is made must outlive a crash of the machine: the entries
+        // a run uses matter to other runs while it lives, which read them
+        // from the same page cache, and no run outlives a reboot. Nothing to
+        // record (stage 2 guards absent names), nothing to write.
         if !text.is_empty() {
             file.write_all(&text).map_err(|e| setup(path, e))?;
+        }
+        if !made.is_empty() {
             file.sync_data().map_err(|e| setup(path, e))?;
         }
         for (root, placeholder) in &made {
