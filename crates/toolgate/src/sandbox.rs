@@ -40,7 +40,7 @@ fn stage2_config(env: &Environment) -> Result<SandboxConfig> {
 }
 
 /// The file name of stage 2 alone (the package's second binary).
-const STAGE2_BINARY: &str = "toolgate-stage2";
+pub const STAGE2_BINARY: &str = "toolgate-stage2";
 
 /// One `toolgate sandbox` invocation.
 pub struct Run {

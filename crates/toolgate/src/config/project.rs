@@ -129,6 +129,12 @@ pub(super) fn own_files(env: &Environment, settings: &Settings) -> Vec<PathBuf> 
     files.extend(settings.filesystem_source.iter().cloned());
     files.push(env.data_dir());
     files.extend(store_files(settings));
+    // The binaries that run: toolgate itself and its stage 2 beside it,
+    // run again by the user, a client and every sandbox.
+    if let Ok(exe) = std::env::current_exe() {
+        files.push(exe.with_file_name(crate::sandbox::STAGE2_BINARY));
+        files.push(exe);
+    }
     // The roots are canonical, and so must be what is compared with them.
     let mut files: Vec<PathBuf> = files
         .iter()

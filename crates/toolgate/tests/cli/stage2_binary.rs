@@ -1,7 +1,7 @@
 //! Stage 2 alone (`toolgate-stage2`, beside the toolgate binary) runs inside
 //! each sandbox when it is of toolgate's own build; anything else lying
-//! there under that name is never run; and a command cannot rewrite either
-//! binary when they lie inside its root.
+//! there under that name is never run; and neither a command nor a file
+//! tool can rewrite either binary when they lie inside a root.
 
 use std::os::unix::fs::MetadataExt;
 
@@ -106,7 +106,7 @@ fn a_stage2_binary_not_of_this_build_is_never_run() {
 }
 
 #[test]
-fn a_command_cannot_rewrite_toolgate_or_its_stage2_inside_its_root() {
+fn the_agent_cannot_rewrite_toolgate_or_its_stage2_inside_its_root() {
     let s = Sandbox::new();
     let dir = build_dir();
     let project = dir.path().join("project");
@@ -132,6 +132,20 @@ fn a_command_cannot_rewrite_toolgate_or_its_stage2_inside_its_root() {
     assert!(stdout(&o).contains("end"), "{}{}", stdout(&o), stderr(&o));
     assert!(!stdout(&o).contains("wrote"), "{}", stdout(&o));
     assert!(!stdout(&o).contains("moved"), "{}", stdout(&o));
+    // Nor can the file tools.
+    for path in ["bin/toolgate", "bin/toolgate-stage2"] {
+        let write = json!({"path": path, "content": "pwned\n"}).to_string();
+        let o = toolgate_at(&binary, s.dir.path(), &project)
+            .args(["call", "write", &write])
+            .output()
+            .unwrap();
+        assert_ne!(o.status.code(), Some(0), "{path}: {}", stdout(&o));
+        assert!(
+            stderr(&o).contains(&format!("`{path}` is protected")),
+            "{path}: {}",
+            stderr(&o)
+        );
+    }
     assert_eq!(before(&binary), binary_before);
     assert_eq!(before(&stage2), stage2_before);
 }
