@@ -1,5 +1,5 @@
-//! The build mark of stage 2 (see `stage2::build`): a digest of this crate's
-//! sources and version, the same in every binary built from them. A
+//! The build mark of stage 2 (see `stage2::build_mark`): a digest of this
+//! crate's sources and version, the same in every binary built from them. A
 //! stand-alone stage-2 binary whose mark differs from the caller's was built
 //! from other sources, and is not used.
 
