@@ -26,17 +26,21 @@ use crate::config::{Environment, Settings};
 const PLACEHOLDER_LINGER: Duration = Duration::from_millis(250);
 
 /// A sandbox's configuration with its stage 2: `toolgate-stage2` beside this
-/// binary when it is of this very build (it starts in less than half the
-/// time, at every command: under a megabyte to map and relocate instead of
-/// tens), else this binary's hidden subcommand.
+/// binary when it is an executable file of this very build (it starts in
+/// less than half the time, at every command: under a megabyte to map and
+/// relocate instead of tens), else this binary's hidden subcommand.
 fn stage2_config(env: &Environment) -> Result<SandboxConfig> {
+    use std::os::unix::fs::PermissionsExt;
     let exe = std::env::current_exe().context("cannot find the toolgate binary for stage 2")?;
     let alone = exe.with_file_name(STAGE2_BINARY);
-    Ok(if toolgate_sandbox::stage2::same_build(&alone) {
+    let runnable = std::fs::metadata(&alone)
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 == 0o111);
+    let config = if runnable && toolgate_sandbox::stage2::same_build(&alone) {
         SandboxConfig::new(alone, env.state_dir())
     } else {
         SandboxConfig::new(exe, env.state_dir()).stage2_prefix([STAGE2_COMMAND])
-    })
+    };
+    Ok(config)
 }
 
 /// The file name of stage 2 alone (the package's second binary).

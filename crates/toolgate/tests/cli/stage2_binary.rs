@@ -1,7 +1,7 @@
 //! Stage 2 alone (`toolgate-stage2`, beside the toolgate binary) runs inside
-//! each sandbox when it is of toolgate's own build; anything else lying
-//! there under that name is never run; and neither a command nor a file
-//! tool can rewrite either binary when they lie inside a root.
+//! each sandbox when it is an executable of toolgate's own build; anything
+//! else lying there under that name is never run; and neither a command nor
+//! a file tool can rewrite either binary when they lie inside a root.
 
 use std::os::unix::fs::MetadataExt;
 
@@ -57,26 +57,33 @@ fn the_stage2_binary_of_the_same_build_runs_in_the_sandbox() {
 }
 
 #[test]
-fn a_stage2_binary_not_of_this_build_is_never_run() {
+fn a_stage2_binary_not_of_this_build_or_not_executable_is_never_run() {
     let s = Sandbox::new();
     let witness = s.dir.path().join("fake-stage2-ran");
     let dir = build_dir();
     let binary = dir.path().join("toolgate");
     place(Path::new(env!("CARGO_BIN_EXE_toolgate")), &binary);
-    let fakes: [(&str, Vec<u8>); 2] = [
+    let fakes: [(&str, Vec<u8>, u32); 3] = [
         // A script that would leave a witness if it ever ran.
         (
             "script",
             format!("#!/bin/sh\ntouch '{}'\nexec \"$@\"\n", witness.display()).into_bytes(),
+            0o755,
         ),
         // A program of no toolgate build at all.
-        ("elf", std::fs::read("/bin/true").unwrap()),
+        ("elf", std::fs::read("/bin/true").unwrap(), 0o755),
+        // The real one, which nobody may execute: every command would fail.
+        (
+            "not executable",
+            std::fs::read(built_stage2()).unwrap(),
+            0o644,
+        ),
     ];
-    for (what, bytes) in fakes {
+    for (what, bytes, mode) in fakes {
         let fake = dir.path().join("toolgate-stage2");
         let _ = std::fs::remove_file(&fake);
         std::fs::write(&fake, bytes).unwrap();
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(mode))
             .unwrap();
         let o = run_binary(&s, &binary, &["sandbox", "--", "sh", "-c", PARENT_ARGV]);
         assert_eq!(
