@@ -546,15 +546,7 @@ impl Sandbox {
                 state.display()
             )));
         }
-        // Also the binary that runs, which is not stage 2 when stage 2 is a
-        // binary of its own: it is run again later, by the user or a client.
-        let running = std::env::current_exe().ok();
-        let own_files = [
-            Some(&self.state_dir),
-            Some(&self.files.stage2),
-            running.as_ref(),
-        ];
-        for own in own_files.into_iter().flatten() {
+        for own in [&self.state_dir, &self.files.stage2] {
             let own = std::fs::canonicalize(own).unwrap_or_else(|_| own.clone());
             if spec.writable_roots.iter().any(|r| own.starts_with(r)) {
                 spec.write_deny.push(own);
