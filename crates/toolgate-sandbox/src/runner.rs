@@ -26,6 +26,7 @@ pub(crate) mod lifetime;
 mod limits;
 mod output;
 mod pidns;
+pub(crate) use pidns::{STAND_IN_COMMAND, stand_in_main};
 mod report;
 mod request;
 mod spawner;
@@ -381,7 +382,7 @@ fn spawn(
     }
     // Last: the pid namespace forks, and only hooks before it run in the process that
     // stays toolgate's child.
-    limits.enter_pid_namespace(&mut command, request.own_pid_namespace);
+    limits.enter_pid_namespace(&mut command, request);
     spawner::spawn(command).map_err(spawn_error)
 }
 

@@ -472,12 +472,14 @@ impl Sandbox {
                             request(&command, spec, plan.argv, Vec::new()),
                             env,
                             self.backend,
+                            self.stand_in(),
                         )
                     }
                     Backend::Bwrap | Backend::Landlock => staged(
                         request(&command, spec, plan.argv, Vec::new()),
                         env_pipe(&env)?,
                         self.backend,
+                        self.stand_in(),
                     ),
                     Backend::None => request(&command, spec, plan.argv, env),
                 };
@@ -489,7 +491,11 @@ impl Sandbox {
             // and the agent reads it (not while this command runs: on a small
             // machine the two would share the processors).
             let pool = Arc::clone(pool);
-            let fill = pool::pooled_request(spec.clone(), command.limits.clone());
+            let fill = pool::pooled_request(
+                spec.clone(),
+                command.limits.clone(),
+                self.stand_in().map(Path::to_path_buf),
+            );
             tokio::task::spawn_blocking(move || pool.fill(key, fill));
         }
         if let Some(proxy) = proxy {
@@ -647,18 +653,38 @@ impl Sandbox {
     pub fn bwrap(&self) -> Option<&Path> {
         self.bwrap.as_deref()
     }
+
+    /// Stage 2's binary as the stand-in of a command's init (see
+    /// [`ExecRequest::stand_in`]), when stage 2 is a binary of its own: exec'ing a
+    /// program that runs stage 2 behind a prefix (toolgate's whole binary) would cost
+    /// more than the copy it replaces.
+    pub(super) fn stand_in(&self) -> Option<&Path> {
+        self.files
+            .stage2_prefix
+            .is_empty()
+            .then_some(self.files.stage2.as_path())
+    }
 }
 
 /// `request` for stage 2: the environment (or a pooled sandbox's socket)
-/// as descriptor `ENV_FD`, never an argv, and toolgate's lifeline.
-fn staged(request: ExecRequest, env: std::os::fd::OwnedFd, backend: Backend) -> ExecRequest {
+/// as descriptor `ENV_FD`, never an argv, and toolgate's lifeline; `stand_in`:
+/// see [`Sandbox::stand_in`].
+fn staged(
+    request: ExecRequest,
+    env: std::os::fd::OwnedFd,
+    backend: Backend,
+    stand_in: Option<&Path>,
+) -> ExecRequest {
     let request = request.pass_fd(env, ENV_FD).lifeline(LIFELINE_FD);
     match backend {
         // Attack: toolgate is SIGKILLed while bubblewrap sets up its mounts; its
         // pid 1, forked without a death signal, waits for ever for an outer process
         // that died with toolgate, before stage 2 and its lifeline exist. As the
         // init of a pid namespace of its own, the outer process takes it along.
-        Backend::Bwrap => request.own_pid_namespace(),
+        Backend::Bwrap => match stand_in {
+            Some(stage2) => request.own_pid_namespace().stand_in(stage2),
+            None => request.own_pid_namespace(),
+        },
         Backend::Landlock | Backend::None => request,
     }
 }

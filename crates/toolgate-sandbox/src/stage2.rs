@@ -283,6 +283,12 @@ pub fn confine_and_exec(args: &Stage2Args, command: &[OsString]) -> Stage2Error 
 pub fn main_with_args(args: impl Iterator<Item = OsString>) -> i32 {
     build_mark::keep();
     let args: Vec<OsString> = args.collect();
+    if let Some((first, rest)) = args.split_first()
+        && first.as_bytes() == crate::runner::STAND_IN_COMMAND.to_bytes()
+    {
+        eprintln!("toolgate: {}", crate::runner::stand_in_main(rest));
+        return STAGE2_FAILURE;
+    }
     let error = match Stage2Args::parse(&args) {
         Ok((parsed, command)) => confine_and_exec(&parsed, &command),
         Err(e) => e,

@@ -21,6 +21,12 @@ const HANG: Duration = Duration::from_secs(30);
 /// Set in the environment of the copy of this binary that plays toolgate.
 const PLAY_TOOLGATE: &str = "TOOLGATE_TEST_PLAY_TOOLGATE";
 
+/// Set as well when that copy's stand-in is to exec stage 2's binary.
+const PLAY_WITH_STAND_IN: &str = "TOOLGATE_TEST_PLAY_WITH_STAND_IN";
+
+/// Stage 2's binary, as a stand-in execs it.
+const STAGE2: &str = env!("CARGO_BIN_EXE_toolgate-sandbox-stage2");
+
 /// The daemon's script: a command line that carries `marker` for as long as it runs.
 fn daemon_script(marker: &str) -> String {
     format!(
@@ -65,11 +71,14 @@ fn eventually(mut done: impl FnMut() -> bool) -> bool {
 #[ignore = "run by a_sigkilled_toolgate_takes_a_daemon_no_watcher_knows_along"]
 async fn play_toolgate() {
     let marker = std::env::var(PLAY_TOOLGATE).unwrap();
-    let request = ExecRequest::new("/bin/sh")
+    let mut request = ExecRequest::new("/bin/sh")
         .args(["-c", &daemon_script(&marker)])
         .env("PATH", "/usr/bin:/bin")
         .timeout(HANG * 4)
         .own_pid_namespace();
+    if std::env::var_os(PLAY_WITH_STAND_IN).is_some() {
+        request = request.stand_in(STAGE2);
+    }
     let _ = run_streaming(request, |_, line| {
         println!("{line}");
     })
@@ -78,14 +87,31 @@ async fn play_toolgate() {
 
 #[test]
 fn a_sigkilled_toolgate_takes_a_daemon_no_watcher_knows_along() {
+    a_sigkilled_toolgate_takes_its_daemon_along(false);
+}
+
+/// The same attack when the stand-in is stage 2's binary, no longer a copy of toolgate
+/// that shares its fate: only the death signal it kept across its exec ties it to
+/// toolgate.
+#[test]
+fn a_sigkilled_toolgate_takes_a_daemon_along_past_an_execd_stand_in() {
+    a_sigkilled_toolgate_takes_its_daemon_along(true);
+}
+
+fn a_sigkilled_toolgate_takes_its_daemon_along(stand_in: bool) {
     assert!(
         rustix::process::geteuid().is_root(),
         "this attack needs root: only root can give a command a pid namespace of its own"
     );
-    let marker = format!("zzcontain{}", std::process::id());
-    let mut toolgate = Command::new(std::env::current_exe().unwrap())
+    let marker = format!("zzcontain{}x{}", std::process::id(), u8::from(stand_in));
+    let mut toolgate = Command::new(std::env::current_exe().unwrap());
+    toolgate
         .args(["--exact", "play_toolgate", "--ignored", "--nocapture"])
-        .env(PLAY_TOOLGATE, &marker)
+        .env(PLAY_TOOLGATE, &marker);
+    if stand_in {
+        toolgate.env(PLAY_WITH_STAND_IN, "1");
+    }
+    let mut toolgate = toolgate
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -131,7 +157,9 @@ async fn a_command_in_its_own_pid_namespace_meets_sigterm_as_any_command() {
     ];
     for (script, exit_code, signal) in cases {
         let mut outcomes = Vec::new();
-        for own_namespace in [false, true] {
+        // No namespace; one with toolgate's copy as the stand-in; one with stage 2's
+        // binary as the stand-in.
+        for (own_namespace, stand_in) in [(false, false), (true, false), (true, true)] {
             let mut request = ExecRequest::new("/bin/sh")
                 .args(["-c", script])
                 .env("PATH", "/usr/bin:/bin")
@@ -139,6 +167,9 @@ async fn a_command_in_its_own_pid_namespace_meets_sigterm_as_any_command() {
                 .kill_grace(Duration::from_secs(1));
             if own_namespace {
                 request = request.own_pid_namespace();
+            }
+            if stand_in {
+                request = request.stand_in(STAGE2);
             }
             let outcome = tokio::time::timeout(HANG, run(request))
                 .await
@@ -153,6 +184,10 @@ async fn a_command_in_its_own_pid_namespace_meets_sigterm_as_any_command() {
             });
         }
         assert_eq!(outcomes[1], outcomes[0], "{script}");
+        assert_eq!(
+            outcomes[2], outcomes[0],
+            "{script}, stage 2 as the stand-in"
+        );
         assert_eq!(
             (
                 outcomes[1].exit_code,
@@ -190,4 +225,74 @@ async fn a_command_gets_no_descriptor_toolgate_inherited() {
     assert_eq!(fds.len(), 5, "{fds:?}");
     assert!(!fds.contains(&inherited.to_string().as_str()), "{fds:?}");
     assert!(fds.contains(&"4"), "{fds:?}");
+}
+
+/// The program a process runs, by its host pid; `None` once it is gone.
+fn exe_of(pid: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// The parent of a process, by its host pid.
+fn parent_of(pid: &str) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned()
+}
+
+/// The process the runner waits for in place of the namespace's init is stage 2's
+/// binary once given one, and a copy of toolgate (here: this test binary) otherwise:
+/// a copy that lived as long as the command would share every page of toolgate's.
+/// The command's exit code comes through either way.
+#[tokio::test]
+async fn the_inits_stand_in_is_stage_2s_binary_when_given_one() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "needs root: only root can give a command a pid namespace of its own"
+    );
+    let test_binary = std::env::current_exe().unwrap();
+    for (stand_in, expected) in [
+        (false, test_binary),
+        (true, std::fs::canonicalize(STAGE2).unwrap()),
+    ] {
+        let marker = format!("zzstandin{}x{}", std::process::id(), u8::from(stand_in));
+        let mut request = ExecRequest::new("/bin/sh")
+            .args(["-c", &format!("sleep 1 # {marker}\nexit 7")])
+            .env("PATH", "/usr/bin:/bin")
+            .timeout(HANG)
+            .own_pid_namespace();
+        if stand_in {
+            request = request.stand_in(STAGE2);
+        }
+        let run = tokio::spawn(run(request));
+        // The shell (the namespace's init) is the one process running sh whose
+        // command line holds the marker (stage 2's stand-in carries the command in
+        // its own); its parent is the stand-in. Looked for off the runtime, which
+        // runs the command meanwhile.
+        let stand_in_exe = tokio::task::spawn_blocking(move || {
+            let sh = std::fs::canonicalize("/bin/sh").unwrap();
+            let mut init = Vec::new();
+            let started = eventually(|| {
+                init = processes_with(&marker);
+                init.retain(|pid| exe_of(pid).as_ref() == Some(&sh));
+                !init.is_empty()
+            });
+            started.then(|| exe_of(&parent_of(&init[0]))).flatten()
+        })
+        .await
+        .unwrap();
+        assert_eq!(stand_in_exe, Some(expected), "stand-in: {stand_in}");
+        let outcome = tokio::time::timeout(HANG, run)
+            .await
+            .expect("the run hung")
+            .unwrap()
+            .expect("the run failed");
+        assert_eq!(
+            (outcome.exit_code, outcome.signal),
+            (7, None),
+            "stand-in: {stand_in}"
+        );
+    }
 }

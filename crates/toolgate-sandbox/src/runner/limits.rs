@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::process::Command;
 
 use super::cgroup::{CgroupHost, CommandCgroup, Controller};
-use super::pidns::PidNamespace;
+use super::pidns::{PidNamespace, StandInExec};
 
 /// Resource limits of a command. `None` keeps what the runner itself has.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -452,13 +452,26 @@ impl Enforcement {
     /// to its init, where this process may make one (root; see `pidns`). Register it after every
     /// other `pre_exec` hook: it forks, and the hooks registered after it would run
     /// only in the grandchild that execs, not in the child the runner waits for.
-    pub(super) fn enter_pid_namespace(&self, command: &mut Command, tied: bool) {
+    /// `tied`: [`super::ExecRequest::own_pid_namespace`]; the stand-in: see
+    /// [`super::ExecRequest::stand_in`].
+    pub(super) fn enter_pid_namespace(&self, command: &mut Command, request: &super::ExecRequest) {
         let namespace = match self.pid_cap {
             Some(cap) => cap,
-            None if tied && PidNamespace::available().is_ok() => PidNamespace::uncapped(),
+            None if request.own_pid_namespace && PidNamespace::available().is_ok() => {
+                PidNamespace::uncapped()
+            }
             None => return,
         };
-        namespace.apply_before_exec(command);
+        let stand_in = request.stand_in.as_deref().and_then(|stage2| {
+            StandInExec::new(
+                stage2,
+                namespace,
+                &request.program,
+                &request.args,
+                &request.env,
+            )
+        });
+        namespace.apply_before_exec(command, stand_in);
     }
 
     /// After the run: kills whatever is left in the command's cgroup (processes that

@@ -44,14 +44,25 @@
 //!    init (an init ignores signals it has no handler for); and it ends as the init
 //!    ended.
 //!
+//! Given stage 2's binary, the child execs it right after step 1 (`__stand-in [--pid-max
+//! N --last-pid N] -- PROGRAM ARGS...`, in the command's environment), and steps 2 and 3
+//! happen there ([`stand_in_main`]): a copy of toolgate that lived as long as the
+//! command would share all of toolgate's memory (every page toolgate then writes would
+//! be copied for it), and forking the init from it would copy toolgate's page tables
+//! once more. Only when that exec fails does the copy go on itself.
+//!
 //! Needs CAP_SYS_ADMIN (toolgate as root); [`PidNamespace::available`] and
 //! [`PidNamespace::available_capped`] say whether this kernel and process can do it,
 //! by trying once.
 
 mod stand_in;
 
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::sync::OnceLock;
 
 use rustix::fs::{Mode, OFlags};
@@ -146,24 +157,36 @@ impl PidNamespace {
     /// Makes the command the init of a new pid namespace (see the module doc).
     /// Register it after every other `pre_exec` hook that must run in the child that
     /// execs: hooks registered later run in the grandchild only.
-    pub(crate) fn apply_before_exec(self, command: &mut Command) {
+    /// `stand_in`: stage 2's binary, exec'd as the stand-in, and the command it then
+    /// starts as the init (see the module doc).
+    pub(crate) fn apply_before_exec(self, command: &mut Command, stand_in: Option<StandInExec>) {
         // SAFETY: runs in the forked child before exec. Only raw syscalls (unshare,
-        // open, pipe2, clone, mount, write, close, prctl, poll, sigprocmask, signalfd,
-        // read, wait4, kill, exit) on values copied before the fork: no allocation, no
-        // lock. The raw clone duplicates this single-threaded child; the copy returns
-        // into std's exec path like the child.
+        // execve, open, pipe2, clone, mount, write, close, prctl, poll, sigprocmask,
+        // signalfd, read, wait4, kill, exit) on values prepared before the fork: no
+        // allocation, no lock. The raw clone duplicates this single-threaded child; the
+        // copy returns into std's exec path like the child.
         unsafe {
-            command.pre_exec(move || self.enter());
+            command.pre_exec(move || self.enter(stand_in.as_ref()));
         }
     }
 
-    fn enter(&self) -> io::Result<()> {
+    fn enter(&self, stand_in: Option<&StandInExec>) -> io::Result<()> {
         // SAFETY: the child is single-threaded; nothing shares its descriptor table.
         unsafe {
             rustix::thread::unshare_unsafe(
                 rustix::thread::UnshareFlags::NEWPID | rustix::thread::UnshareFlags::NEWNS,
             )?;
         };
+        if let Some(stand_in) = stand_in {
+            // Returns only when the exec failed: this copy goes on then.
+            stand_in.exec();
+        }
+        self.fork_init()
+    }
+
+    /// Forks the init, which returns here ready to exec the command; this process
+    /// stays as its stand-in and never returns.
+    fn fork_init(&self) -> io::Result<()> {
         // The host's procfs, opened before the init covers /proc with its own: the
         // stand-in reads the init's signal dispositions there, by its host pid.
         let host_proc = rustix::fs::open(
@@ -244,6 +267,125 @@ impl PidNamespace {
     }
 }
 
+/// The argument that makes stage 2's binary the stand-in (see [`stand_in_main`]).
+pub(crate) const STAND_IN_COMMAND: &CStr = c"__stand-in";
+
+/// The exec of stage 2's binary as the stand-in: `__stand-in [--pid-max N --last-pid
+/// N] -- PROGRAM ARGS...` in the command's environment. Built before the fork; the
+/// child only reads it.
+pub(crate) struct StandInExec {
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    /// What `argv` and `envp` point into.
+    strings: Vec<CString>,
+}
+
+// SAFETY: the pointers point into `strings`, heap buffers owned here that are never
+// moved, changed or freed before the struct is.
+unsafe impl Send for StandInExec {}
+// SAFETY: as above; nothing here changes after `new`.
+unsafe impl Sync for StandInExec {}
+
+impl StandInExec {
+    /// `None` when a string holds a NUL byte (no exec could take it).
+    pub(crate) fn new(
+        stage2: &Path,
+        namespace: PidNamespace,
+        program: &OsStr,
+        args: &[OsString],
+        env: &[(OsString, OsString)],
+    ) -> Option<StandInExec> {
+        let c = |bytes: &[u8]| CString::new(bytes).ok();
+        let mut strings = vec![
+            c(stage2.as_os_str().as_bytes())?,
+            STAND_IN_COMMAND.to_owned(),
+        ];
+        if let Some(cap) = namespace.cap {
+            strings.push(c(b"--pid-max")?);
+            strings.push(c(cap.pid_max.as_bytes())?);
+            strings.push(c(b"--last-pid")?);
+            strings.push(c(cap.last_pid.as_bytes())?);
+        }
+        strings.push(c(b"--")?);
+        strings.push(c(program.as_bytes())?);
+        for arg in args {
+            strings.push(c(arg.as_bytes())?);
+        }
+        let argc = strings.len();
+        for (key, value) in env {
+            strings.push(c(&[key.as_bytes(), b"=", value.as_bytes()].concat())?);
+        }
+        let pointers = |range: &[CString]| {
+            range
+                .iter()
+                .map(|s| s.as_ptr())
+                .chain([std::ptr::null()])
+                .collect::<Vec<_>>()
+        };
+        let (argv, envp) = strings.split_at(argc);
+        let (argv, envp) = (pointers(argv), pointers(envp));
+        Some(StandInExec {
+            argv,
+            envp,
+            strings,
+        })
+    }
+
+    /// Execs stage 2's binary; returns only when that failed. Between fork and exec:
+    /// one raw syscall.
+    fn exec(&self) {
+        if let Some(program) = self.strings.first() {
+            // SAFETY: NUL-terminated strings and NULL-terminated pointer arrays owned
+            // by `self`, alive across the call.
+            unsafe { libc::execve(program.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
+        }
+    }
+}
+
+/// The stand-in as stage 2's binary runs it, with `args` after [`STAND_IN_COMMAND`]:
+/// forks the command as the init of the pid namespace the runner's child entered
+/// before its exec, and stands in for it (never returning). Returns what went wrong
+/// otherwise: arguments not its own, or, in the init, what kept the command from
+/// starting.
+pub(crate) fn stand_in_main(args: &[OsString]) -> String {
+    let usage = || {
+        format!(
+            "{} takes [--pid-max N --last-pid N] -- PROGRAM [ARGS...], not {args:?}",
+            STAND_IN_COMMAND.to_string_lossy()
+        )
+    };
+    let Some(split) = args.iter().position(|a| a == "--") else {
+        return usage();
+    };
+    let (options, command) = (&args[..split], &args[split + 1..]);
+    let number = |a: &OsString| a.to_str().and_then(|a| a.parse::<u64>().ok());
+    let cap = match options {
+        [] => None,
+        [pid_max_flag, pid_max, last_pid_flag, last_pid]
+            if pid_max_flag == "--pid-max" && last_pid_flag == "--last-pid" =>
+        {
+            match (number(pid_max), number(last_pid)) {
+                (Some(pid_max), Some(last_pid)) => Some(Cap {
+                    pid_max: Digits::of(pid_max),
+                    last_pid: Digits::of(last_pid),
+                }),
+                _ => return usage(),
+            }
+        }
+        _ => return usage(),
+    };
+    let Some((program, rest)) = command.split_first() else {
+        return usage();
+    };
+    if let Err(e) = (PidNamespace { cap }).fork_init() {
+        return format!("cannot start the pid namespace's init: {e}");
+    }
+    // The init, alone in this process: std's exec looks the program up in the PATH of
+    // this environment, which is the command's.
+    let error = std::process::Command::new(program).args(rest).exec();
+    format!("cannot run {}: {error}", program.to_string_lossy())
+}
+
 fn write_sysctl(path: &std::ffi::CStr, value: &[u8]) -> io::Result<()> {
     let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
     rustix::io::write(&fd, value)?;
@@ -276,7 +418,7 @@ fn probe(namespace: PidNamespace, what: &str) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    namespace.apply_before_exec(&mut command);
+    namespace.apply_before_exec(&mut command, None);
     let mut std_command = command.into_std();
     match std_command.status() {
         Ok(status) if status.success() => Ok(()),
@@ -295,6 +437,92 @@ mod tests {
         for value in [0u64, 7, 300, 363, 4_194_304, u64::MAX] {
             assert_eq!(Digits::of(value).as_bytes(), value.to_string().as_bytes());
         }
+    }
+
+    #[test]
+    fn the_stand_in_refuses_arguments_not_its_own() {
+        // Accepting any of these would start something in a pid namespace this
+        // process never entered (and end this test process).
+        let cases: [&[&str]; 7] = [
+            &[],
+            &["sh"],
+            &["--"],
+            &["--pid-max", "400", "--", "sh"],
+            &["--pid-max", "x", "--last-pid", "300", "--", "sh"],
+            &["--last-pid", "300", "--pid-max", "400", "--", "sh"],
+            &["--pid-max", "400", "--last-pid", "300", "sh"],
+        ];
+        for args in cases {
+            let args: Vec<OsString> = args.iter().map(Into::into).collect();
+            let message = stand_in_main(&args);
+            assert!(
+                message.starts_with("__stand-in takes [--pid-max N --last-pid N] -- PROGRAM"),
+                "{args:?}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_stand_ins_exec_carries_the_cap_the_command_and_its_environment() {
+        let text = |pointers: &[*const libc::c_char]| {
+            let (last, strings) = pointers.split_last().unwrap();
+            assert!(last.is_null());
+            strings
+                .iter()
+                // SAFETY: each points into the struct's own C strings.
+                .map(|p| unsafe { CStr::from_ptr(*p) }.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let args = [OsString::from("-c"), OsString::from("exit 3")];
+        let env = [(OsString::from("PATH"), OsString::from("/bin"))];
+        let capped = StandInExec::new(
+            Path::new("/x/stage2"),
+            PidNamespace::capped(64),
+            OsStr::new("sh"),
+            &args,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&capped.argv),
+            [
+                "/x/stage2",
+                "__stand-in",
+                "--pid-max",
+                "363",
+                "--last-pid",
+                "300",
+                "--",
+                "sh",
+                "-c",
+                "exit 3"
+            ]
+        );
+        assert_eq!(text(&capped.envp), ["PATH=/bin"]);
+        let uncapped = StandInExec::new(
+            Path::new("/x/stage2"),
+            PidNamespace::uncapped(),
+            OsStr::new("sh"),
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            text(&uncapped.argv),
+            ["/x/stage2", "__stand-in", "--", "sh"]
+        );
+        assert_eq!(text(&uncapped.envp), Vec::<String>::new());
+        let nul = [(OsString::from("A"), OsString::from("b\0c"))];
+        assert!(
+            StandInExec::new(
+                Path::new("/x/stage2"),
+                PidNamespace::uncapped(),
+                OsStr::new("sh"),
+                &[],
+                &nul
+            )
+            .is_none()
+        );
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub struct ExecRequest {
     /// toolgate, and every process in it with the program (see
     /// [`ExecRequest::own_pid_namespace`]).
     pub own_pid_namespace: bool,
+    /// With [`ExecRequest::own_pid_namespace`]: the stage 2 binary the init's
+    /// stand-in execs (see [`ExecRequest::stand_in`]); `None`: the stand-in stays
+    /// a forked copy of toolgate.
+    pub stand_in: Option<PathBuf>,
 }
 
 impl ExecRequest {
@@ -54,6 +58,7 @@ impl ExecRequest {
             pass_fd: None,
             lifeline: None,
             own_pid_namespace: false,
+            stand_in: None,
         }
     }
 
@@ -67,6 +72,18 @@ impl ExecRequest {
     #[must_use]
     pub fn own_pid_namespace(mut self) -> Self {
         self.own_pid_namespace = true;
+        self
+    }
+
+    /// With [`ExecRequest::own_pid_namespace`], the stand-in execs `stage2` (a binary
+    /// that runs [`crate::stage2::main_with_args`]) once the init is forked, instead of
+    /// living on as a copy of toolgate until the command ends. A copy shares every page
+    /// of toolgate's memory: each first write toolgate makes to one of them afterwards
+    /// copies the page, and forking the init from the copy duplicates toolgate's page
+    /// tables once more. When the exec fails the copy stands in as before.
+    #[must_use]
+    pub fn stand_in(mut self, stage2: impl Into<PathBuf>) -> Self {
+        self.stand_in = Some(stage2.into());
         self
     }
 

@@ -183,7 +183,8 @@ impl Sandbox {
         };
         // Errors are left for the command that would use it: it gets a fresh
         // sandbox, which says why.
-        Ok(pool.fill(key, pooled_request(spec, command.limits)).is_ok())
+        let fill = pooled_request(spec, command.limits, self.stand_in().map(Path::to_path_buf));
+        Ok(pool.fill(key, fill).is_ok())
     }
 
     /// What a pooled sandbox for this run must match, if runs like it are
@@ -214,6 +215,7 @@ impl Sandbox {
 pub(super) fn pooled_request(
     spec: SandboxSpec,
     limits: ResourceLimits,
+    stand_in: Option<std::path::PathBuf>,
 ) -> impl FnOnce(Vec<OsString>, std::os::fd::OwnedFd) -> ExecRequest + Send + 'static {
     move |argv, socket| {
         let template = SandboxCommand::new(["true"]).limits(limits);
@@ -221,6 +223,7 @@ pub(super) fn pooled_request(
             request(&template, &spec, argv, Vec::new()),
             socket,
             Backend::Bwrap,
+            stand_in.as_deref(),
         )
     }
 }

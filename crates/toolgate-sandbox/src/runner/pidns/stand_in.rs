@@ -13,8 +13,9 @@
 //!   it does, the stand-in does nothing either.
 //! - It ends as the init ended: the same exit code, or death by the same signal.
 //!
-//! Everything here runs between `fork` and `exec` of a multi-threaded toolgate: raw
-//! syscalls and stack buffers only.
+//! Everything here may run between `fork` and `exec` of a multi-threaded toolgate (when
+//! no stage 2 binary is at hand, or its exec failed): raw syscalls and stack buffers
+//! only. Usually it runs in stage 2's binary, which the child execs first.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
