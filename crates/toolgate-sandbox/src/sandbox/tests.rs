@@ -56,3 +56,26 @@ fn variables_that_change_what_runs_are_refused_set_or_passed() {
         .pass_env("LANG");
     assert!(Sandbox::check_environment(&fine).is_ok());
 }
+
+#[test]
+fn a_process_that_lives_on_gets_stage_2s_binary_as_the_stand_in() {
+    let state = tempfile::tempdir().unwrap();
+    let stage2 = PathBuf::from("/opt/toolgate/toolgate-stage2");
+    let sandbox = |prefix: &[&str], short_lived: bool| {
+        let config = SandboxConfig::new(stage2.clone(), state.path().to_owned())
+            .backend(BackendChoice::None)
+            .stage2_prefix(prefix.iter().copied());
+        Sandbox {
+            short_lived,
+            ..Sandbox::new(config).unwrap()
+        }
+    };
+    // A server: the copy it would keep would share its memory for the
+    // length of every command.
+    assert_eq!(sandbox(&[], false).stand_in(), Some(stage2.as_path()));
+    // Ends with its command: the copy costs less than the exec.
+    assert_eq!(sandbox(&[], true).stand_in(), None);
+    // Stage 2 behind a prefix is toolgate's whole binary: slower to exec
+    // than the copy.
+    assert_eq!(sandbox(&["__stage2"], false).stand_in(), None);
+}
