@@ -458,9 +458,19 @@ impl Sandbox {
             }
             _ => None,
         };
+        let mut key = key;
         let outcome = match pooled {
-            Some(mut started) => {
+            Some(pool::Taken {
+                mut started,
+                was_starting,
+            }) => {
                 started.bounds(command.timeout, command.max_output_bytes);
+                if was_starting {
+                    // Commands come back to back: the next one's sandbox is
+                    // set up while this one runs, or it would wait for all
+                    // of it too.
+                    self.refill(spec, &command.limits, key.take());
+                }
                 started.run(command.stdin.clone(), attach, on_line).await
             }
             None => {
@@ -491,18 +501,10 @@ impl Sandbox {
                 runner::run_reported(request, attach, on_line, report).await
             }
         };
-        if let (Some(pool), Some(key)) = (&self.pool, key) {
-            // The next command's sandbox is set up while the answer goes out
-            // and the agent reads it (not while this command runs: on a small
-            // machine the two would share the processors).
-            let pool = Arc::clone(pool);
-            let fill = pool::pooled_request(
-                spec.clone(),
-                command.limits.clone(),
-                self.stand_in().map(Path::to_path_buf),
-            );
-            tokio::task::spawn_blocking(move || pool.fill(key, fill));
-        }
+        // At an agent's pace, the next command's sandbox is set up while the
+        // answer goes out and the agent reads it, not while this command
+        // runs: on a small machine the two would share the processors.
+        self.refill(spec, &command.limits, key);
         if let Some(proxy) = proxy {
             proxy.stop().await;
         }
@@ -518,6 +520,21 @@ impl Sandbox {
             weakened: self.backend.weakened_note().map(str::to_owned),
             warnings,
         })
+    }
+
+    /// Starts a sandbox for the next command like this one (`key`: see
+    /// [`Sandbox::pool_key`]) in the pool, in the background.
+    fn refill(&self, spec: &SandboxSpec, limits: &ResourceLimits, key: Option<pool::Key>) {
+        let (Some(pool), Some(key)) = (&self.pool, key) else {
+            return;
+        };
+        let pool = Arc::clone(pool);
+        let fill = pool::pooled_request(
+            spec.clone(),
+            limits.clone(),
+            self.stand_in().map(Path::to_path_buf),
+        );
+        tokio::task::spawn_blocking(move || pool.fill(key, fill));
     }
 
     /// `spec` with canonical roots and with toolgate's own files read-only

@@ -132,6 +132,59 @@ async fn a_pooled_sandbox_runs_one_command_and_is_used_when_nothing_changed() {
     assert_eq!((o.stdout.as_str(), pooled), ("/dev/null\n", true), "{o:?}");
 }
 
+/// Commands back to back: one that comes while its pooled sandbox is still
+/// starting has the next one's sandbox started at once, while it runs (the
+/// next command would otherwise wait for the whole setup); at an agent's
+/// pace, where the pooled sandbox was ready, the next one is started only
+/// after the command, so that the two do not share the processors.
+#[tokio::test]
+async fn a_command_that_catches_up_with_the_pool_has_the_next_sandbox_started_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = root_in(&dir);
+    let sb = pooled_sandbox(&dir.path().join("state"));
+    let spec = SandboxSpec::for_root(&root);
+    // Planned twice, so that the next plans are made from what toolgate
+    // keeps (a plan is then made well within the time a sandbox takes to
+    // start, even in a debug build).
+    for _ in 0..2 {
+        let (o, _) = run(&sb, &spec, "true", 0).await;
+        assert_eq!(o.exit_code, 0, "{o:?}");
+    }
+    warm(&sb, &spec).await;
+    // A command in the ready sandbox, and after it one for the next starts
+    // (in the background: made sure of here, it returns once it is forked).
+    let (o, pooled) = run(&sb, &spec, "true", u64::MAX).await;
+    assert_eq!((o.exit_code, pooled), (0, true), "{o:?}");
+    assert!(sb.prestart(&spec).unwrap());
+    // At once, while that one is still starting; a moment is taken well
+    // into the command and well before its end.
+    let ((o, _), moment) = tokio::join!(run(&sb, &spec, "sleep 1", 0), moment_after(600));
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    let (o, before) = run(&sb, &spec, "true", moment).await;
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    assert!(
+        before,
+        "the next sandbox was started only after the command"
+    );
+    // At an agent's pace: the pooled sandbox is ready when the command comes.
+    warm(&sb, &spec).await;
+    let ((o, pooled), moment) =
+        tokio::join!(run(&sb, &spec, "sleep 1", u64::MAX), moment_after(600));
+    assert_eq!((o.exit_code, pooled), (0, true), "{o:?}");
+    let (o, before) = run(&sb, &spec, "true", moment).await;
+    assert_eq!(o.exit_code, 0, "{o:?}");
+    assert!(
+        !before,
+        "the next sandbox was started while the command ran"
+    );
+}
+
+/// Clock ticks since boot `ms` milliseconds from now.
+async fn moment_after(ms: u64) -> u64 {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    ticks_now()
+}
+
 /// Attack: a protected name and a private file appear after the pool is
 /// ready; the pooled sandbox had neither masked.
 #[tokio::test]

@@ -5,7 +5,9 @@
 //! mounts, stage 2's masks and filters, joining the cgroup), not the
 //! command's. So after a run, one sandbox for the same plan is started and
 //! left waiting in stage 2 (`stage2::pooled`), fully confined, for the next
-//! command.
+//! command. Where a command came while its sandbox was still starting
+//! (commands back to back), the next one's is started as soon as the
+//! command is handed over instead, while it runs.
 //!
 //! Freshness, in two steps, at the moment a command is handed out:
 //! - toolgate makes the plan for the command as if nothing were pooled
@@ -27,6 +29,8 @@ use std::ffi::OsString;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Mutex;
+
+use rustix::net::RecvFlags;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -88,7 +92,7 @@ impl Pool {
     /// Hands `handout` to the sandbox waiting for `key`, if there is one and
     /// it is still fresh (see the module doc), and returns it running the
     /// command. `None`: the command needs a fresh sandbox.
-    pub(super) async fn take(&self, key: &Key, handout: &Handout) -> Option<Started> {
+    pub(super) async fn take(&self, key: &Key, handout: &Handout) -> Option<Taken> {
         let pooled = {
             let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
             match slot.take() {
@@ -102,11 +106,15 @@ impl Pool {
             socket,
             ..
         } = pooled;
+        let was_starting = !said_ready(&socket, RecvFlags::DONTWAIT);
         let report = socket.try_clone().ok()?;
         match hand_out(socket, handout).await {
             Ok(()) => {
                 started.reported_on(report);
-                Some(started)
+                Some(Taken {
+                    started,
+                    was_starting,
+                })
             }
             // Stale, or it died: dropped, and so killed.
             Err(_) => None,
@@ -123,15 +131,27 @@ impl Pool {
                 _ => return false,
             }
         };
-        // Peeks at the `R` without taking it: the hand-out reads it.
-        tokio::task::spawn_blocking(move || {
-            let mut byte = [0u8; 1];
-            rustix::net::recv(&socket, &mut byte, rustix::net::RecvFlags::PEEK)
-                .is_ok_and(|(n, _)| n == 1 && byte[0] == b'R')
-        })
-        .await
-        .unwrap_or(false)
+        tokio::task::spawn_blocking(move || said_ready(&socket, RecvFlags::empty()))
+            .await
+            .unwrap_or(false)
     }
+}
+
+/// A pooled sandbox running the command handed to it.
+pub(super) struct Taken {
+    pub(super) started: Started,
+    /// It was still starting when the command came: commands come faster
+    /// than a sandbox is made after each.
+    pub(super) was_starting: bool,
+}
+
+/// Whether the pooled sandbox on `socket` has said it is ready (`flags`:
+/// `DONTWAIT` to ask, none to wait for it). Peeks at the `R` without taking
+/// it: the hand-out reads it.
+fn said_ready(socket: &UnixStream, flags: RecvFlags) -> bool {
+    let mut byte = [0u8; 1];
+    rustix::net::recv(socket, &mut byte, RecvFlags::PEEK | flags)
+        .is_ok_and(|(n, _)| n == 1 && byte[0] == b'R')
 }
 
 /// Sends `handout` and reads the answer: `R` (ready), then `G` (running)
