@@ -528,12 +528,13 @@ impl Sandbox {
         let (Some(pool), Some(key)) = (&self.pool, key) else {
             return;
         };
+        let pool = Arc::clone(pool);
         let fill = pool::pooled_request(
             spec.clone(),
             limits.clone(),
             self.stand_in().map(Path::to_path_buf),
         );
-        pool.fill_in_background(key, fill);
+        tokio::task::spawn_blocking(move || pool.fill(key, fill));
     }
 
     /// `spec` with canonical roots and with toolgate's own files read-only

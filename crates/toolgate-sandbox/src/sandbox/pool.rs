@@ -28,7 +28,7 @@
 use std::ffi::OsString;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use rustix::net::RecvFlags;
 
@@ -62,26 +62,9 @@ struct Pooled {
 #[derive(Debug, Default)]
 pub(super) struct Pool {
     slot: Mutex<Option<Pooled>>,
-    /// A sandbox being started in the background, for this key: until its
-    /// fork is done the slot does not show it.
-    starting: Mutex<Option<(Key, tokio::task::JoinHandle<()>)>>,
 }
 
 impl Pool {
-    /// [`Pool::fill`] on a blocking thread, in the background.
-    pub(super) fn fill_in_background(
-        self: &Arc<Self>,
-        key: Key,
-        request: impl FnOnce(Vec<OsString>, std::os::fd::OwnedFd) -> ExecRequest + Send + 'static,
-    ) {
-        let pool = Arc::clone(self);
-        let for_pool = key.clone();
-        // Errors are left for the command that would use it: it gets a
-        // fresh sandbox, which says why.
-        let started = tokio::task::spawn_blocking(move || drop(pool.fill(for_pool, request)));
-        *self.starting.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, started));
-    }
-
     /// Starts a sandbox for `key` (whose argv ends before the command) unless
     /// one is waiting for it already; one for another plan is discarded.
     pub(super) fn fill(
@@ -110,17 +93,6 @@ impl Pool {
     /// it is still fresh (see the module doc), and returns it running the
     /// command. `None`: the command needs a fresh sandbox.
     pub(super) async fn take(&self, key: &Key, handout: &Handout) -> Option<Taken> {
-        // Back to back, the command may come before the sandbox started for
-        // it is in the slot: it waits for that fork rather than making a
-        // second sandbox beside it.
-        let starting = self
-            .starting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take_if(|(k, _)| k == key);
-        if let Some((_, started)) = starting {
-            let _ = started.await;
-        }
         let pooled = {
             let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
             match slot.take() {
