@@ -1,5 +1,5 @@
 //! A long-running `toolgate mcp` allocates in at most one glibc malloc arena
-//! per core (main.rs `limit_malloc_arenas`), whatever threads its `find` and
+//! per core (main.rs `tune_malloc`), whatever threads its `find` and
 //! `grep` walks start, unless the user set their own limit. Each arena keeps
 //! what it touched after its thread has gone, so glibc's default of eight
 //! per core left megabytes resident in a server.

@@ -149,7 +149,7 @@ pub fn find_until(
         }
         Target::Dir(builder) => {
             let start_abs = root.join(jail.relative(start)?);
-            builder.build_parallel().run(|| {
+            walk::run_parallel(&builder, || {
                 let (best, pattern, start_abs) = (&best, &pattern, &start_abs);
                 Box::new(move |entry| {
                     if stop.reached().is_some() {

@@ -339,7 +339,7 @@ pub fn grep_with_progress(
         }
         Target::Dir(builder) => {
             let root = jail.root();
-            builder.build_parallel().run(|| {
+            walk::run_parallel(&builder, || {
                 let mut worker = job.worker(&searcher_builder);
                 let mut hits = FileHits::default();
                 let job = &job;

@@ -241,6 +241,38 @@ pub(crate) fn prepare(
     Ok(Target::Dir(Box::new(builder)))
 }
 
+/// Walks `builder`'s tree on threads of its own, each visiting entries
+/// through a visitor from `visitors`, then gives what the walk freed back
+/// to the system.
+///
+/// The walk's threads allocate from a malloc arena of their own (`toolgate
+/// mcp` allows one per core), and glibc keeps every page an arena touched:
+/// eleven `find`s over the bench's tree of 4,000 files left about 1 MB of
+/// freed directory readers, ignore matchers and entries resident in a
+/// server, for as long as it ran. `malloc_trim` hands every whole free page
+/// of every arena back, for under 1% of a walk's processor time.
+pub(crate) fn run_parallel<'s>(
+    builder: &ignore::WalkBuilder,
+    visitors: impl FnMut() -> Visitor<'s>,
+) {
+    builder.build_parallel().run(visitors);
+    release_freed_memory();
+}
+
+/// What a walk's thread calls for each entry it comes to.
+pub(crate) type Visitor<'s> =
+    Box<dyn FnMut(Result<ignore::DirEntry, ignore::Error>) -> ignore::WalkState + Send + 's>;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_freed_memory() {
+    // SAFETY: malloc_trim takes each arena's lock and only returns free
+    // pages; it is safe to call from any thread at any time.
+    unsafe { libc::malloc_trim(0) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_freed_memory() {}
+
 /// Threads for a parallel walk: the machine's available parallelism.
 pub(crate) fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
